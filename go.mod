@@ -1,0 +1,3 @@
+module github.com/numapool/numapool
+
+go 1.26

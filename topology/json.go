@@ -1,0 +1,134 @@
+package topology
+
+// SchemaVersion names the JSON layout of Summary; it is the layout of the
+// hwloc-derived fixtures' expected.json (testdata/fixtures/SCHEMA.md), so
+// numapool's reading of a machine can be compared with hwloc's field by
+// field (testdata/fixtures/compare.py).
+const SchemaVersion = "numa-topology-fixture/v1"
+
+// Summary is the JSON form of a Topology.
+type Summary struct {
+	Schema           string         `json:"schema"`
+	Name             string         `json:"name"`
+	Source           string         `json:"source"`
+	SysfsHasNodeDir  bool           `json:"sysfs_has_node_dir"`
+	PUCount          int            `json:"pu_count"`
+	OnlineCPUs       CPUSet         `json:"online_cpus"`
+	OfflineCPUs      CPUSet         `json:"offline_cpus"`
+	AllowedCPUs      CPUSet         `json:"allowed_cpus"`
+	NUMANodeCount    int            `json:"numa_node_count"`
+	NUMANodes        []SummaryNode  `json:"numa_nodes"`
+	AllowedNUMANodes CPUSet         `json:"allowed_numa_nodes"`
+	PackageCount     int            `json:"package_count"`
+	Packages         []SummaryPkg   `json:"packages"`
+	CoreCount        int            `json:"core_count"`
+	Cores            []SummaryCore  `json:"cores"`
+	Distances        *Distances     `json:"distances"`
+	Optional         SummaryOptions `json:"optional"`
+	Machine          string         `json:"machine"`
+	Processor        Machine        `json:"processor"`
+	Degraded         []string       `json:"degraded"`
+}
+
+// SummaryNode is one entry of numa_nodes.
+type SummaryNode struct {
+	OSIndex      int    `json:"os_index"`
+	CPUs         CPUSet `json:"cpus"`
+	MemoryOnly   bool   `json:"memory_only"`
+	LocalityCPUs CPUSet `json:"locality_cpus"`
+	MemoryBytes  *int64 `json:"memory_bytes"`
+	Allowed      bool   `json:"allowed"`
+}
+
+// SummaryPkg is one entry of packages; OSIndex is null when the kernel
+// reports no package number.
+type SummaryPkg struct {
+	OSIndex *int   `json:"os_index"`
+	CPUs    CPUSet `json:"cpus"`
+}
+
+// SummaryCore is one entry of cores.
+type SummaryCore struct {
+	Package *int   `json:"package"`
+	CoreID  int    `json:"core_id"`
+	PUs     CPUSet `json:"pus"`
+}
+
+// SummaryOptions holds the informational sections.
+type SummaryOptions struct {
+	Dies     []SummaryGroup `json:"dies"`
+	Clusters []SummaryGroup `json:"clusters"`
+	Caches   []SummaryCache `json:"caches"`
+}
+
+// SummaryGroup is a die or a cluster.
+type SummaryGroup struct {
+	Package *int   `json:"package,omitempty"`
+	OSIndex int    `json:"os_index"`
+	CPUs    CPUSet `json:"cpus"`
+}
+
+// SummaryCache is one cache instance.
+type SummaryCache struct {
+	Level     int    `json:"level"`
+	Type      string `json:"type"`
+	SizeBytes int64  `json:"size_bytes"`
+	LineSize  int    `json:"line_size"`
+	CPUs      CPUSet `json:"cpus"`
+}
+
+func optionalIndex(id int) *int {
+	if id < 0 {
+		return nil
+	}
+	return &id
+}
+
+// Summary returns t in the fixture schema; name is the "name" field.
+func (t *Topology) Summary(name string) Summary {
+	s := Summary{
+		Schema:           SchemaVersion,
+		Name:             name,
+		Source:           t.Source,
+		SysfsHasNodeDir:  t.HasNodeDir,
+		PUCount:          len(t.CPUs),
+		OnlineCPUs:       t.Online,
+		OfflineCPUs:      t.Offline,
+		AllowedCPUs:      t.Allowed,
+		NUMANodeCount:    len(t.Nodes),
+		NUMANodes:        []SummaryNode{},
+		AllowedNUMANodes: t.AllowedMems,
+		PackageCount:     len(t.Packages),
+		Packages:         []SummaryPkg{},
+		CoreCount:        len(t.Cores),
+		Cores:            []SummaryCore{},
+		Distances:        t.Distances,
+		Optional:         SummaryOptions{Dies: []SummaryGroup{}, Clusters: []SummaryGroup{}, Caches: []SummaryCache{}},
+		Machine:          t.Machine.Model,
+		Processor:        t.Machine,
+		Degraded:         append([]string{}, t.Degraded...),
+	}
+	for _, n := range t.Nodes {
+		sn := SummaryNode{OSIndex: n.ID, CPUs: n.CPUs, MemoryOnly: n.MemoryOnly(), LocalityCPUs: n.Locality, Allowed: n.Allowed}
+		if n.MemoryBytes >= 0 {
+			sn.MemoryBytes = &n.MemoryBytes
+		}
+		s.NUMANodes = append(s.NUMANodes, sn)
+	}
+	for _, p := range t.Packages {
+		s.Packages = append(s.Packages, SummaryPkg{OSIndex: optionalIndex(p.ID), CPUs: p.CPUs})
+	}
+	for _, c := range t.Cores {
+		s.Cores = append(s.Cores, SummaryCore{Package: optionalIndex(c.Package), CoreID: c.ID, PUs: c.CPUs})
+	}
+	for _, d := range t.Dies {
+		s.Optional.Dies = append(s.Optional.Dies, SummaryGroup{Package: optionalIndex(d.Package), OSIndex: d.ID, CPUs: d.CPUs})
+	}
+	for _, c := range t.Clusters {
+		s.Optional.Clusters = append(s.Optional.Clusters, SummaryGroup{OSIndex: c.ID, CPUs: c.CPUs})
+	}
+	for _, c := range t.Caches {
+		s.Optional.Caches = append(s.Optional.Caches, SummaryCache{Level: c.Level, Type: c.Type, SizeBytes: c.SizeBytes, LineSize: c.LineSize, CPUs: c.CPUs})
+	}
+	return s
+}
