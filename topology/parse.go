@@ -50,6 +50,9 @@ func ParseCPUList(b []byte) (CPUSet, error) {
 	}
 	for item := range strings.SplitSeq(text, ",") {
 		item = strings.TrimSpace(item)
+		if item == "" {
+			return CPUSet{}, &ParseError{Text: text, Err: fmt.Errorf("%w: empty item", ErrSyntax)}
+		}
 		if err := addListItem(&s, item); err != nil {
 			return CPUSet{}, err
 		}
