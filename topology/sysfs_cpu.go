@@ -183,7 +183,7 @@ func (r *reader) buildCPUObjects(t *Topology, raws []rawCPU) {
 			core = NewCPUSet(raw.id)
 		}
 		t.CPUs = append(t.CPUs, CPU{
-			ID: raw.id, Node: -1, Package: raw.pkgID, Die: raw.dieID, Core: raw.coreID,
+			ID: raw.id, OS: raw.id, Node: -1, Package: raw.pkgID, Die: raw.dieID, Core: raw.coreID,
 			Cluster: raw.clusterID, Siblings: core, LastLevelCache: -1, Allowed: true,
 		})
 		if !raw.hasTopology {

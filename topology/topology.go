@@ -67,6 +67,7 @@ func (n Node) MemoryOnly() bool { return !n.HasCPUs }
 // CPU is one online hardware thread (a PU in hwloc's words).
 type CPU struct {
 	ID       int
+	OS       int    // the OS CPU to pin to: ID itself, except in synthetic topologies
 	Node     int    // NUMA node, or -1 if the CPU belongs to none
 	Package  int    // physical_package_id, -1 if the kernel does not say
 	Die      int    // die_id, -1 if unknown
@@ -158,6 +159,18 @@ func (t *Topology) CPU(id int) (CPU, bool) {
 		return CPU{}, false
 	}
 	return t.CPUs[i], true
+}
+
+// OSCPUs maps a set of this topology's CPUs to the OS CPUs they run on
+// (the identity except for synthetic topologies), for pinning.
+func (t *Topology) OSCPUs(set CPUSet) CPUSet {
+	var out CPUSet
+	for id := range set.All() {
+		if c, ok := t.CPU(id); ok {
+			out.Add(c.OS)
+		}
+	}
+	return out
 }
 
 // ComputeNodes returns the nodes that have CPUs this process may run on,

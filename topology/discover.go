@@ -1,0 +1,76 @@
+package topology
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/klauspost/cpuid/v2"
+	"github.com/shirou/gopsutil/v3/cpu"
+	"github.com/shirou/gopsutil/v3/mem"
+)
+
+// Discover returns the topology of this machine as this process may use
+// it. On Linux it reads /sys and /proc and narrows the allowed CPUs to the
+// process's affinity mask (so taskset, numactl, cgroup cpusets and batch
+// systems' binding are honoured). Where that is impossible (another OS, an
+// unreadable or malformed sysfs) it returns the portable fallback, one node
+// of runtime.NumCPU CPUs, with the reason in Degraded. It never fails.
+func Discover() *Topology {
+	t, err := discoverOS()
+	if err != nil {
+		t = Fallback(err.Error())
+	}
+	addMachineInfo(t)
+	return t
+}
+
+// Fallback returns one node 0 of runtime.NumCPU CPUs numbered 0..n-1,
+// each its own core, all allowed, with reason recorded in Degraded.
+func Fallback(reason string) *Topology {
+	n := runtime.NumCPU()
+	all := RangeCPUSet(0, n-1)
+	t := &Topology{
+		Source:      "fallback",
+		Online:      all,
+		Allowed:     all,
+		AllowedMems: NewCPUSet(0),
+		Nodes:       []Node{{ID: 0, CPUs: all, MemoryBytes: -1, HasCPUs: true, HasMemory: true, Allowed: true, Locality: all}},
+		Packages:    []Package{{ID: -1, CPUs: all}},
+		Degraded:    []string{fmt.Sprintf("portable fallback (one node of %d CPUs): %s", n, reason)},
+	}
+	for c := range n {
+		t.CPUs = append(t.CPUs, CPU{ID: c, OS: c, Node: 0, Package: -1, Die: -1, Core: c, Cluster: -1,
+			Siblings: NewCPUSet(c), LastLevelCache: -1, Allowed: true})
+		t.Cores = append(t.Cores, Core{Package: -1, ID: c, CPUs: NewCPUSet(c)})
+	}
+	return t
+}
+
+// addMachineInfo fills Machine from cpuid (vendor, family, model, cache
+// sizes, cache line) and gopsutil (model name, total memory), keeping what
+// sysfs said where those are silent.
+func addMachineInfo(t *Topology) {
+	m := &t.Machine
+	if v := cpuid.CPU.VendorString; v != "" {
+		m.Vendor = v
+	}
+	if cpuid.CPU.BrandName != "" {
+		m.Model = cpuid.CPU.BrandName
+	}
+	if cpuid.CPU.Family != 0 {
+		m.Family, m.Number = cpuid.CPU.Family, cpuid.CPU.Model
+	}
+	m.CacheLine = cpuid.CPU.CacheLine
+	m.L1D, m.L2, m.L3 = max(int64(cpuid.CPU.Cache.L1D), 0), max(int64(cpuid.CPU.Cache.L2), 0), max(int64(cpuid.CPU.Cache.L3), 0)
+	if m.Model == "" {
+		if infos, err := cpu.Info(); err == nil && len(infos) > 0 {
+			m.Model = infos[0].ModelName
+		}
+	}
+	if vm, err := mem.VirtualMemory(); err == nil {
+		m.MemoryBytes = int64(vm.Total)
+	}
+	if m.Arch == "" {
+		m.Arch = runtime.GOARCH
+	}
+}

@@ -1,0 +1,158 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrSpec reports a synthetic topology spec that cannot be used.
+var ErrSpec = errors.New("bad topology spec")
+
+// MaxSyntheticCPUs bounds the size of a synthetic topology.
+const MaxSyntheticCPUs = 4096
+
+// Synthetic builds a multi-node topology from a spec and maps it onto the
+// CPUs that real may use, so that a one-node machine can run a several-node
+// pool for real. Specs:
+//
+//	2x4      2 nodes of 4 CPUs (one core each)
+//	2x4x2    2 nodes of 4 cores of 2 SMT threads
+//	0-1;2-3  explicit: node 0 runs on OS CPUs 0-1, node 1 on 2-3 (cpulists)
+//
+// In the NxC and NxCxT forms the synthetic CPUs are numbered 0..n-1 and
+// synthetic CPU i runs on the i-th allowed CPU of real, wrapping around when
+// real has fewer (CPU.OS names it). In the explicit form the CPUs are the
+// OS CPUs themselves and must be allowed in real. Each node is one package
+// with one shared last-level cache; distances are 10 within a node and 20
+// between nodes; real's memory is split evenly over the nodes.
+func Synthetic(spec string, real *Topology) (*Topology, error) {
+	if real == nil || real.Allowed.IsEmpty() {
+		return nil, fmt.Errorf("%w %q: no allowed CPU to map it onto", ErrSpec, spec)
+	}
+	var nodes [][]int // per node, the OS CPU of each synthetic CPU
+	var ids [][]int   // per node, the synthetic CPU IDs
+	threads := 1
+	if strings.ContainsAny(spec, ";,-") || !strings.Contains(spec, "x") {
+		var err error
+		if nodes, err = explicitSpec(spec, real); err != nil {
+			return nil, err
+		}
+		ids = nodes
+	} else {
+		n, cores, thr, err := shapeSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		threads = thr
+		allowed := real.Allowed.List()
+		next := 0
+		for range n {
+			var os, id []int
+			for range cores * thr {
+				os = append(os, allowed[next%len(allowed)])
+				id = append(id, next)
+				next++
+			}
+			nodes, ids = append(nodes, os), append(ids, id)
+		}
+	}
+
+	t := &Topology{Source: "synthetic:" + spec, HasNodeDir: true, Machine: real.Machine}
+	mem := int64(-1)
+	if real.Machine.MemoryBytes > 0 {
+		mem = real.Machine.MemoryBytes / int64(len(nodes))
+	}
+	d := &Distances{}
+	for n := range nodes {
+		var cpus CPUSet
+		for k, id := range ids[n] {
+			cpus.Add(id)
+			t.CPUs = append(t.CPUs, CPU{
+				ID: id, OS: nodes[n][k], Node: n, Package: n, Die: -1, Cluster: -1,
+				Core: k / threads, LastLevelCache: n, Allowed: true,
+			})
+		}
+		t.Nodes = append(t.Nodes, Node{ID: n, CPUs: cpus, MemoryBytes: mem, HasCPUs: true, HasMemory: true, Allowed: true, Locality: cpus})
+		t.Packages = append(t.Packages, Package{ID: n, CPUs: cpus})
+		t.Caches = append(t.Caches, Cache{Level: 3, Type: "Unified", LineSize: real.Machine.CacheLine, CPUs: cpus})
+		t.Online = t.Online.Or(cpus)
+		t.AllowedMems.Add(n)
+		d.Nodes = append(d.Nodes, n)
+		row := make([]int, len(nodes))
+		for m := range row {
+			row[m] = 20
+		}
+		row[n] = 10
+		d.Matrix = append(d.Matrix, row)
+	}
+	if len(nodes) > 1 {
+		t.Distances = d
+	}
+	// Cores: consecutive groups of `threads` synthetic CPUs.
+	for i := range t.CPUs {
+		c := &t.CPUs[i]
+		first := i - (i % threads)
+		var sib CPUSet
+		for j := first; j < first+threads && j < len(t.CPUs); j++ {
+			sib.Add(t.CPUs[j].ID)
+		}
+		c.Siblings = sib
+		if i == first {
+			t.Cores = append(t.Cores, Core{Package: c.Package, ID: c.Core, CPUs: sib})
+		}
+	}
+	t.Allowed = t.Online
+	if len(real.Allowed.List()) < len(t.CPUs) {
+		t.Degraded = append(t.Degraded, fmt.Sprintf("synthetic topology has %d CPUs on %d real ones: CPUs share OS CPUs %s", len(t.CPUs), real.Allowed.Len(), real.Allowed))
+	}
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// shapeSpec parses "NxC" or "NxCxT".
+func shapeSpec(spec string) (nodes, cores, threads int, err error) {
+	parts := strings.Split(spec, "x")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, 0, 0, fmt.Errorf("%w %q: want NODESxCPUS, NODESxCORESxTHREADS or a list like 0-1;2-3", ErrSpec, spec)
+	}
+	nums := []int{1, 1, 1}
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 {
+			return 0, 0, 0, fmt.Errorf("%w %q: %q is not a positive count", ErrSpec, spec, p)
+		}
+		nums[i] = v
+	}
+	if total := nums[0] * nums[1] * nums[2]; total > MaxSyntheticCPUs || total < 1 {
+		return 0, 0, 0, fmt.Errorf("%w %q: more than %d CPUs", ErrSpec, spec, MaxSyntheticCPUs)
+	}
+	return nums[0], nums[1], nums[2], nil
+}
+
+// explicitSpec parses "0-1;2-3": one cpulist of OS CPUs per node.
+func explicitSpec(spec string, real *Topology) ([][]int, error) {
+	var nodes [][]int
+	var seen CPUSet
+	for i, item := range strings.Split(spec, ";") {
+		set, err := ParseCPUList([]byte(item))
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: node %d: %w", ErrSpec, spec, i, err)
+		}
+		if set.IsEmpty() {
+			return nil, fmt.Errorf("%w %q: node %d has no CPU", ErrSpec, spec, i)
+		}
+		if dup := set.And(seen); !dup.IsEmpty() {
+			return nil, fmt.Errorf("%w %q: CPUs %s are in more than one node", ErrSpec, spec, dup)
+		}
+		if bad := set.AndNot(real.Allowed); !bad.IsEmpty() {
+			return nil, fmt.Errorf("%w %q: CPUs %s are not allowed here (allowed: %s)", ErrSpec, spec, bad, real.Allowed)
+		}
+		seen = seen.Or(set)
+		nodes = append(nodes, set.List())
+	}
+	return nodes, nil
+}
