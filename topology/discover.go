@@ -74,3 +74,14 @@ func addMachineInfo(t *Topology) {
 		m.Arch = runtime.GOARCH
 	}
 }
+
+// narrowToAffinity restricts t.Allowed to the affinity mask aff.
+func narrowToAffinity(t *Topology, aff CPUSet) (*Topology, error) {
+	allowed := t.Allowed.And(aff)
+	if allowed.IsEmpty() {
+		return nil, fmt.Errorf("%w: affinity mask %s has no online allowed CPU (allowed %s)", ErrTopology, aff, t.Allowed)
+	}
+	t.Allowed = allowed
+	t.restrict()
+	return t, nil
+}

@@ -45,14 +45,3 @@ func discoverOS() (*Topology, error) {
 	}
 	return narrowToAffinity(t, aff)
 }
-
-// narrowToAffinity restricts t.Allowed to the affinity mask aff.
-func narrowToAffinity(t *Topology, aff CPUSet) (*Topology, error) {
-	allowed := t.Allowed.And(aff)
-	if allowed.IsEmpty() {
-		return nil, fmt.Errorf("%w: affinity mask %s has no online allowed CPU (allowed %s)", ErrTopology, aff, t.Allowed)
-	}
-	t.Allowed = allowed
-	t.restrict()
-	return t, nil
-}

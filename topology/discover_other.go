@@ -10,3 +10,8 @@ import (
 func discoverOS() (*Topology, error) {
 	return nil, errors.New("NUMA discovery is implemented for Linux only, not " + runtime.GOOS)
 }
+
+// getAffinity is not available here: there is no affinity to narrow to.
+var getAffinity = func() (CPUSet, error) {
+	return CPUSet{}, errors.New("sched_getaffinity is Linux only")
+}

@@ -1,0 +1,146 @@
+package pin
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numapool/numapool/topology"
+)
+
+// The affinity system calls, behind variables so that tests can make them
+// fail. They act on the calling thread (pid 0).
+var (
+	schedGetaffinity = func(set *unix.CPUSet) error { return unix.SchedGetaffinity(0, set) }
+	schedSetaffinity = func(set *unix.CPUSet) error { return unix.SchedSetaffinity(0, set) }
+)
+
+// Thread is the calling goroutine's OS thread, locked and pinned. Its
+// methods must be called from the goroutine that called Lock.
+type Thread struct {
+	original topology.CPUSet
+	current  topology.CPUSet
+	unlocked bool
+}
+
+// Lock locks the calling goroutine to its OS thread and, unless cpus is
+// empty, sets the thread's affinity to cpus (OS CPU numbers). The
+// thread's original mask is kept for Restore. On error the goroutine is
+// unlocked again and the thread's mask is unchanged; the error names the
+// CPUs and the errno (EINVAL: none of them is usable; EPERM: not
+// permitted).
+func Lock(cpus topology.CPUSet) (*Thread, error) {
+	runtime.LockOSThread()
+	var orig unix.CPUSet
+	if err := schedGetaffinity(&orig); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("pin: sched_getaffinity: %w", err)
+	}
+	th := &Thread{original: fromUnix(&orig)}
+	th.current = th.original
+	if cpus.IsEmpty() {
+		return th, nil
+	}
+	if err := th.Set(cpus); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	return th, nil
+}
+
+// Set changes the pinned thread's affinity to cpus.
+func (th *Thread) Set(cpus topology.CPUSet) error {
+	if th.unlocked {
+		panic("pin: Set on a thread that was restored and unlocked")
+	}
+	set, err := toUnix(cpus)
+	if err != nil {
+		return err
+	}
+	if err := schedSetaffinity(set); err != nil {
+		switch {
+		case errors.Is(err, unix.EINVAL):
+			return fmt.Errorf("pin: sched_setaffinity to CPUs %s: %w (none of them is online and allowed)", cpus, err)
+		case errors.Is(err, unix.EPERM):
+			return fmt.Errorf("pin: sched_setaffinity to CPUs %s: %w (not permitted)", cpus, err)
+		}
+		return fmt.Errorf("pin: sched_setaffinity to CPUs %s: %w", cpus, err)
+	}
+	th.current = cpus
+	return nil
+}
+
+// Original returns the thread's mask before Lock.
+func (th *Thread) Original() topology.CPUSet { return th.original }
+
+// CPUs returns the mask the thread has now.
+func (th *Thread) CPUs() topology.CPUSet { return th.current }
+
+// RestoreMask puts the original mask back and keeps the goroutine locked:
+// for a worker that ends with its thread. When its goroutine returns, the
+// runtime terminates the thread, or, if it is the process's main thread,
+// parks it for good; either way no thread stays narrowed, and the main
+// thread's mask (what /proc/self/status and sched_getaffinity(pid) report)
+// stays the process's.
+func (th *Thread) RestoreMask() error {
+	set, err := toUnix(th.original)
+	if err == nil {
+		err = schedSetaffinity(set)
+	}
+	if err != nil {
+		return fmt.Errorf("pin: restoring CPUs %s: %w", th.original, err)
+	}
+	th.current = th.original
+	return nil
+}
+
+// Restore puts the original mask back and unlocks the goroutine from the
+// thread. If the mask cannot be restored the goroutine stays locked, so
+// that the thread exits with it instead of returning to the runtime
+// pinned; the error says so.
+func (th *Thread) Restore() error {
+	if th.unlocked {
+		return nil
+	}
+	if err := th.RestoreMask(); err != nil {
+		return fmt.Errorf("%w (the goroutine stays locked to its thread)", err)
+	}
+	th.unlocked = true
+	runtime.UnlockOSThread()
+	return nil
+}
+
+func fromUnix(set *unix.CPUSet) topology.CPUSet {
+	var out topology.CPUSet
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			out.Add(c)
+		}
+	}
+	return out
+}
+
+func toUnix(cpus topology.CPUSet) (*unix.CPUSet, error) {
+	var set unix.CPUSet
+	for c := range cpus.All() {
+		if c >= len(set)*64 {
+			return nil, fmt.Errorf("pin: CPU %d is beyond the %d CPUs sched_setaffinity takes here", c, len(set)*64)
+		}
+		set.Set(c)
+	}
+	return &set, nil
+}
+
+// CurrentCPU returns the CPU and the NUMA node the calling thread is
+// running on now (getcpu(2)). The answer may be stale as soon as it
+// returns unless the thread is pinned to one CPU.
+func CurrentCPU() (cpu, node int, err error) {
+	var c, n uint32
+	_, _, errno := unix.RawSyscall(unix.SYS_GETCPU, uintptr(ptr(&c)), uintptr(ptr(&n)), 0)
+	if errno != 0 {
+		return 0, 0, fmt.Errorf("pin: getcpu: %w", errno)
+	}
+	return int(c), int(n), nil
+}

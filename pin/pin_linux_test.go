@@ -1,0 +1,266 @@
+package pin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numapool/numapool/topology"
+)
+
+// allowedCPUs returns the CPUs this test process may use.
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Skipf("sched_getaffinity: %v", err)
+	}
+	return fromUnix(&set).List()
+}
+
+// inThread runs f on a fresh goroutine and waits for it.
+func inThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+func TestLockRunsOnlyOnItsCPU(t *testing.T) {
+	for _, cpu := range allowedCPUs(t) {
+		t.Run(fmt.Sprint("cpu", cpu), func(t *testing.T) {
+			var seen []int
+			var lockErr, restoreErr error
+			inThread(func() {
+				th, err := Lock(topology.NewCPUSet(cpu))
+				if err != nil {
+					lockErr = err
+					return
+				}
+				defer func() { restoreErr = th.Restore() }()
+				for i := range 2000 {
+					c, _, err := CurrentCPU()
+					if err != nil {
+						lockErr = err
+						return
+					}
+					if c != cpu {
+						seen = append(seen, c)
+					}
+					if i%100 == 0 {
+						time.Sleep(time.Microsecond) // give the scheduler a chance to move us
+					}
+				}
+			})
+			if lockErr != nil || restoreErr != nil {
+				t.Fatal(lockErr, restoreErr)
+			}
+			if len(seen) > 0 {
+				t.Errorf("pinned to CPU %d but ran on %v", cpu, seen)
+			}
+		})
+	}
+}
+
+func TestRestoreGivesBackTheMask(t *testing.T) {
+	cpus := allowedCPUs(t)
+	want := topology.NewCPUSet(cpus...)
+	var got topology.CPUSet
+	var original topology.CPUSet
+	var err error
+	inThread(func() {
+		th, e := Lock(topology.NewCPUSet(cpus[0]))
+		if e != nil {
+			err = e
+			return
+		}
+		original = th.Original()
+		if e := th.Restore(); e != nil {
+			err = e
+			return
+		}
+		var set unix.CPUSet
+		err = unix.SchedGetaffinity(0, &set)
+		got = fromUnix(&set)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !original.Equal(want) || !got.Equal(want) {
+		t.Errorf("original %s, after Restore %s, want %s", original, got, want)
+	}
+}
+
+// threadMasks reads Cpus_allowed_list of every thread of the process.
+func threadMasks(t *testing.T) map[string]string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range dirs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				out[filepath.Base(filepath.Dir(p))] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
+}
+
+// A worker pins its thread, restores the mask and exits locked: its thread
+// ends with it (or, if it was the main thread, is parked by the runtime),
+// and every thread left keeps the process's mask.
+func TestPinnedThreadEndsWithItsGoroutine(t *testing.T) {
+	cpus := allowedCPUs(t)
+	want := topology.NewCPUSet(cpus...).String()
+	for range 8 { // several, so that one is likely not the main thread
+		var tid int
+		var err error
+		inThread(func() {
+			var th *Thread
+			if th, err = Lock(topology.NewCPUSet(cpus[len(cpus)-1])); err != nil {
+				return
+			}
+			tid = unix.Gettid()
+			err = th.RestoreMask()
+			// return while locked: the runtime terminates this thread
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			masks := threadMasks(t)
+			_, alive := masks[fmt.Sprint(tid)]
+			if !alive || tid == os.Getpid() { // the main thread is parked, not ended
+				for id, m := range masks {
+					if m != want {
+						t.Errorf("thread %s has mask %s, want the original %s", id, m, want)
+					}
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pinned thread %d still alive after its goroutine exited", tid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestLockErrorsNameTheCPUs(t *testing.T) {
+	var err error
+	inThread(func() {
+		var th *Thread
+		th, err = Lock(topology.NewCPUSet(1023)) // no such CPU here
+		if th != nil {
+			_ = th.Restore()
+		}
+	})
+	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "1023") {
+		t.Errorf("Lock on a CPU that does not exist: %v", err)
+	}
+
+	saved := schedSetaffinity
+	schedSetaffinity = func(*unix.CPUSet) error { return unix.EPERM }
+	t.Cleanup(func() { schedSetaffinity = saved })
+	inThread(func() { _, err = Lock(topology.NewCPUSet(0)) })
+	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "not permitted") {
+		t.Errorf("Lock with EPERM: %v", err)
+	}
+	if _, err := Lock(topology.NewCPUSet(5000)); err == nil || !strings.Contains(err.Error(), "5000") {
+		t.Errorf("Lock beyond the mask size: %v", err)
+	}
+}
+
+func TestAllocIsOnItsNode(t *testing.T) {
+	topo := topology.Discover()
+	for _, n := range topo.Nodes {
+		if !n.HasMemory || !n.Allowed {
+			continue
+		}
+		t.Run(fmt.Sprint("node", n.ID), func(t *testing.T) {
+			b, release, err := Alloc(4<<20, n.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			nodes, err := PageNodes(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes) != len(b)/os.Getpagesize() {
+				t.Fatalf("%d page nodes for %d bytes", len(nodes), len(b))
+			}
+			if i := slices.IndexFunc(nodes, func(x int) bool { return x != n.ID }); i >= 0 {
+				t.Errorf("page %d is on node %d, want %d", i, nodes[i], n.ID)
+			}
+			if got, err := NodeOf(unsafe.Pointer(&b[len(b)-1])); err != nil || got != n.ID {
+				t.Errorf("NodeOf = %d, %v; want %d", got, err, n.ID)
+			}
+		})
+	}
+}
+
+func TestMemPolicy(t *testing.T) {
+	var err error
+	inThread(func() {
+		th, e := Lock(topology.CPUSet{})
+		if e != nil {
+			err = e
+			return
+		}
+		defer th.Restore()
+		if err = SetMemPolicy(Bind, topology.NewCPUSet(0)); err != nil {
+			return
+		}
+		// A fresh page touched by this thread now comes from node 0.
+		b, e := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if e != nil {
+			err = e
+			return
+		}
+		defer unix.Munmap(b)
+		b[0] = 1
+		if n, e := NodeOf(unsafe.Pointer(&b[0])); e != nil || n != 0 {
+			err = fmt.Errorf("page on node %d, %v", n, e)
+			return
+		}
+		err = SetMemPolicy(Default, topology.CPUSet{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p     Policy
+		nodes topology.CPUSet
+	}{
+		{Default, topology.NewCPUSet(0)},
+		{Preferred, topology.NewCPUSet(0, 1)},
+		{Bind, topology.CPUSet{}},
+		{Policy(9), topology.NewCPUSet(0)},
+	} {
+		if err := SetMemPolicy(tc.p, tc.nodes); err == nil {
+			t.Errorf("SetMemPolicy(%v, %s) accepted", tc.p, tc.nodes)
+		}
+	}
+	if err := SetMemPolicy(Bind, topology.NewCPUSet(1000)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("binding to a node that does not exist: %v", err)
+	}
+}
