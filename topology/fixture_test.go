@@ -161,6 +161,17 @@ func TestFixtures(t *testing.T) {
 			for _, d := range diffFixture(want, got) {
 				t.Error(d)
 			}
+			// Worker groups cover exactly the allowed CPUs, each CPU once.
+			var covered CPUSet
+			for _, n := range topo.ComputeNodes() {
+				if n.CPUs.Intersects(covered) || !n.CPUs.IsSubsetOf(topo.Allowed) {
+					t.Errorf("compute node %d CPUs %s overlap or are not allowed", n.ID, n.CPUs)
+				}
+				covered = covered.Or(n.CPUs)
+			}
+			if !covered.Equal(topo.Allowed) {
+				t.Errorf("compute nodes cover %s, allowed is %s", covered, topo.Allowed)
+			}
 		})
 	}
 }

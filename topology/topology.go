@@ -175,19 +175,23 @@ func (t *Topology) OSCPUs(set CPUSet) CPUSet {
 
 // ComputeNodes returns the nodes that have CPUs this process may run on,
 // each with only its allowed CPUs: the nodes that get worker groups.
+// Allowed CPUs that belong to no node (their node is offline, as on
+// offline-cpu0-node0) form one more group with ID -1, so that no allowed
+// CPU is left without a worker.
 func (t *Topology) ComputeNodes() []Node {
 	var out []Node
+	var placed CPUSet
 	for _, n := range t.Nodes {
 		cpus := n.CPUs.And(t.Allowed)
 		if cpus.IsEmpty() {
 			continue
 		}
 		n.CPUs = cpus
+		placed = placed.Or(cpus)
 		out = append(out, n)
 	}
-	if len(out) == 0 && !t.Allowed.IsEmpty() {
-		// CPUs on no node (their node is offline): one group for them all.
-		out = append(out, Node{ID: 0, CPUs: t.Allowed, HasCPUs: true, MemoryBytes: -1, Allowed: true, Locality: t.Allowed})
+	if orphans := t.Allowed.AndNot(placed); !orphans.IsEmpty() {
+		out = append(out, Node{ID: -1, CPUs: orphans, HasCPUs: true, MemoryBytes: -1, Locality: orphans})
 	}
 	return out
 }
