@@ -106,24 +106,17 @@ func wrap(path string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrTopology, path, err)
 }
 
-func (r *reader) list(path string) (CPUSet, error) {
-	b, err := r.read(path)
-	if err != nil {
-		return CPUSet{}, err
-	}
-	s, err := ParseCPUList(b)
-	if err != nil {
-		return CPUSet{}, wrap(path, err)
-	}
-	return s, nil
-}
+func (r *reader) list(path string) (CPUSet, error) { return r.cpuSet(path, ParseCPUList) }
 
-func (r *reader) mask(path string) (CPUSet, error) {
+func (r *reader) mask(path string) (CPUSet, error) { return r.cpuSet(path, ParseCPUMask) }
+
+// cpuSet reads path and parses it with parse, naming the file on error.
+func (r *reader) cpuSet(path string, parse func([]byte) (CPUSet, error)) (CPUSet, error) {
 	b, err := r.read(path)
 	if err != nil {
 		return CPUSet{}, err
 	}
-	s, err := ParseCPUMask(b)
+	s, err := parse(b)
 	if err != nil {
 		return CPUSet{}, wrap(path, err)
 	}
