@@ -1,0 +1,21 @@
+// Package queue holds a worker's run queue and its node's inject shard.
+//
+// The run queue is Tokio's bounded single-producer, multi-consumer ring
+// (tokio/src/runtime/scheduler/multi_thread/queue.rs), kept protocol for
+// protocol: Capacity slots, a 64-bit head packing two 32-bit indexes
+// (steal in the high half, real in the low half) and a 32-bit tail
+// written only by the owner. New returns the two handles: the owner's
+// Local (push, pop) and the Stealer (steal half into another worker's
+// Local), so that a thief cannot call push.
+//
+// The inject shard is a mutex-guarded FIFO with an atomic length: the
+// queue of work submitted from outside the workers and of the halves
+// that full rings move out. It can be bounded for back-pressure and
+// closed; after Close it refuses new work and hands it back, never
+// dropping it.
+//
+// Panic policy: using the owner's handle from two goroutines at once
+// would corrupt the ring; race-enabled builds detect it and panic with a
+// message. A batch push that does not fit panics: the caller must check
+// Free first.
+package queue

@@ -1,0 +1,297 @@
+package queue
+
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
+)
+
+// mask maps an index to its slot.
+const mask = Capacity - 1
+
+// The indexes are 32 bits wide although 8 would address 256 slots: an
+// index is compared only by wrapping subtraction, so it must not come
+// back to the same value while a thief holds a stale copy of the head
+// (ABA). With 32 bits the owner would have to push 2^32 tasks during one
+// steal for that to happen (tokio#5041). Capacity must be at most half
+// the index space so that "full" (tail-steal == Capacity) and "empty"
+// (tail == real) can never be confused.
+const (
+	_ = uint32(1<<31 - Capacity)          // compile-time check: Capacity <= 1<<31
+	_ = uint32(0 - Capacity&(Capacity-1)) // compile-time check: Capacity is a power of two
+)
+
+func pack(steal, real uint32) uint64 { return uint64(steal)<<32 | uint64(real) }
+
+func unpack(h uint64) (steal, real uint32) { return uint32(h >> 32), uint32(h) }
+
+// ring is the state the owner and the thieves share.
+//
+// Slots in [steal, tail) hold tasks. Of those, [steal, real) are being
+// copied out by the one thief that claimed them (empty when steal ==
+// real); [real, tail) belong to whoever advances real first: the owner
+// popping or a thief claiming. Only the owner writes slots, and only at
+// tail, which it may do while tail-steal < Capacity: a slot a thief is
+// copying is never overwritten.
+type ring[T any] struct {
+	_ cpu.CacheLinePad
+	// head packs steal (high 32 bits) and real (low 32 bits). Written with
+	// CAS by the owner (pop, overflow) and by thieves (claim, commit).
+	head atomic.Uint64
+	_    cpu.CacheLinePad
+	// tail is written only by the owner; its store publishes the slot
+	// written before it to thieves, whose load of tail pairs with it.
+	tail atomic.Uint32
+	_    cpu.CacheLinePad
+	buf  [Capacity]T
+	own  ownerCheck
+}
+
+// New returns a ring's two handles: the owner's and the thieves'.
+func New[T any]() (*Local[T], *Stealer[T]) {
+	r := new(ring[T])
+	return &Local[T]{r: r}, &Stealer[T]{r: r}
+}
+
+// Local is the owner's handle of a ring: push and pop. All of its methods
+// must be called by the owning worker only, never concurrently; thieves
+// use the Stealer.
+type Local[T any] struct {
+	r *ring[T]
+}
+
+// Stealer is the thieves' handle of a ring. Its methods may be called
+// from any goroutine, concurrently with each other and with the owner.
+type Stealer[T any] struct {
+	r *ring[T]
+}
+
+// Stealer returns the thieves' handle of the owner's ring.
+func (l *Local[T]) Stealer() *Stealer[T] { return &Stealer[T]{r: l.r} }
+
+// Len returns the number of tasks in the ring. Owner only.
+func (l *Local[T]) Len() int {
+	steal, _ := unpack(l.r.head.Load())
+	return int(l.r.tail.Load() - steal)
+}
+
+// Free returns how many tasks PushBatch can take now. Owner only. Thieves
+// only ever make it grow.
+func (l *Local[T]) Free() int { return Capacity - l.Len() }
+
+// IsEmpty reports whether the owner has nothing to pop. Owner only.
+func (l *Local[T]) IsEmpty() bool {
+	_, real := unpack(l.r.head.Load())
+	return real == l.r.tail.Load()
+}
+
+// Push appends t to the ring. When the ring is full it moves half of it
+// (Capacity/2 tasks, the oldest) and t to inject as one batch, unless a
+// thief is copying tasks out, in which case only t goes to inject. It
+// reports whether anything went to inject. Owner only. inject accepts the
+// tasks even when closed or full: nothing pushed is ever lost.
+func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
+	r := l.r
+	r.own.enter()
+	defer r.own.exit()
+	for {
+		// Acquire: pairs with the thieves' commit CAS, so that a slot they
+		// finished copying may be reused.
+		steal, real := unpack(r.head.Load())
+		tail := r.tail.Load() // only the owner writes tail
+		switch {
+		case tail-steal < Capacity:
+			r.buf[tail&mask] = t
+			r.tail.Store(tail + 1) // release: publishes the slot to thieves
+			return false
+		case steal != real:
+			// A thief is copying the oldest tasks out: room is coming, but
+			// do not wait for it.
+			inject.pushOverflow(nil, t)
+			return true
+		default:
+			if l.pushOverflow(t, real, tail, inject) {
+				return true
+			}
+			// A thief claimed tasks meanwhile: there may be room now.
+		}
+	}
+}
+
+// pushOverflow moves the Capacity/2 oldest tasks and t to inject. It
+// fails when a thief moves head first.
+func (l *Local[T]) pushOverflow(t T, head, tail uint32, inject *InjectShard[T]) bool {
+	const half = Capacity / 2
+	if tail-head != Capacity {
+		panic("queue: overflow of a ring that is not full")
+	}
+	r := l.r
+	// Claim the oldest half by moving both steal and real past it. The CAS
+	// fails if a thief claimed (real moved) since the owner loaded head.
+	if !r.head.CompareAndSwap(pack(head, head), pack(head+half, head+half)) {
+		return false
+	}
+	batch := make([]T, 0, half+1)
+	var zero T
+	for i := range uint32(half) {
+		idx := (head + i) & mask
+		batch = append(batch, r.buf[idx])
+		r.buf[idx] = zero // let the collector have what the task held
+	}
+	inject.pushOverflow(batch, t)
+	return true
+}
+
+// PushBatch appends tasks, in order, to the ring. They must fit: the
+// caller takes at most Free() tasks (for instance from an inject shard);
+// a batch that does not fit panics. Owner only.
+func (l *Local[T]) PushBatch(tasks []T) {
+	if len(tasks) == 0 {
+		return
+	}
+	r := l.r
+	r.own.enter()
+	defer r.own.exit()
+	steal, _ := unpack(r.head.Load())
+	tail := r.tail.Load()
+	if len(tasks) > Capacity-int(tail-steal) {
+		panic("queue: PushBatch of more tasks than the ring has room for")
+	}
+	for i, t := range tasks {
+		r.buf[(tail+uint32(i))&mask] = t
+	}
+	r.tail.Store(tail + uint32(len(tasks))) // release: publishes the batch
+}
+
+// Pop removes and returns the oldest task. Owner only.
+func (l *Local[T]) Pop() (T, bool) {
+	r := l.r
+	r.own.enter()
+	defer r.own.exit()
+	head := r.head.Load()
+	var idx uint32
+	for {
+		steal, real := unpack(head)
+		if real == r.tail.Load() {
+			var zero T
+			return zero, false
+		}
+		next := pack(steal, real+1)
+		if steal == real {
+			next = pack(real+1, real+1) // no steal in progress: move both
+		}
+		// Pairs with the thieves' claim: whoever moves real first owns
+		// the slot.
+		if r.head.CompareAndSwap(head, next) {
+			idx = real & mask
+			break
+		}
+		head = r.head.Load()
+	}
+	t := r.buf[idx]
+	var zero T
+	r.buf[idx] = zero
+	return t, true
+}
+
+// Len returns the number of tasks a thief could see, including any being
+// stolen. Any goroutine.
+func (s *Stealer[T]) Len() int {
+	steal, _ := unpack(s.r.head.Load())
+	return int(s.r.tail.Load() - steal)
+}
+
+// IsEmpty reports whether there is nothing left to steal or pop. Any
+// goroutine.
+func (s *Stealer[T]) IsEmpty() bool {
+	_, real := unpack(s.r.head.Load())
+	return real == s.r.tail.Load()
+}
+
+// StealInto moves half of this ring's tasks (n - n/2 of n, the oldest)
+// into dst, the calling worker's own ring, and returns one of them to run
+// now. It gives up, returning false, when dst is more than half full, when
+// another thief is stealing from this ring, or when there is nothing to
+// steal. The caller must own dst. Any goroutine.
+func (s *Stealer[T]) StealInto(dst *Local[T]) (T, bool) {
+	var zero T
+	if s.r == dst.r {
+		panic("queue: StealInto the ring it steals from")
+	}
+	d := dst.r
+	d.own.enter()
+	defer d.own.exit()
+	dstTail := d.tail.Load()
+	dstSteal, _ := unpack(d.head.Load())
+	if dstTail-dstSteal > Capacity/2 {
+		return zero, false
+	}
+	n := s.stealInto(d, dstTail)
+	if n == 0 {
+		return zero, false
+	}
+	// Run the newest of the stolen tasks; publish the rest.
+	n--
+	idx := (dstTail + n) & mask
+	t := d.buf[idx]
+	d.buf[idx] = zero
+	if n > 0 {
+		d.tail.Store(dstTail + n) // release: publishes the stolen batch
+	}
+	return t, true
+}
+
+// stealInto claims n - n/2 tasks, copies them to dst's slots from dstTail
+// on (without publishing them) and returns n - n/2.
+func (s *Stealer[T]) stealInto(d *ring[T], dstTail uint32) uint32 {
+	r := s.r
+	prev := r.head.Load()
+	var n uint32
+	for {
+		steal, real := unpack(prev)
+		if steal != real {
+			return 0 // another thief is copying out of this ring
+		}
+		// Acquire: pairs with the owner's release store of tail, so the
+		// slots up to tail are visible.
+		avail := r.tail.Load() - real
+		n = avail - avail/2
+		if n == 0 {
+			return 0
+		}
+		if n > Capacity/2 {
+			// A stale head and a fresh tail can disagree for a moment; the
+			// CAS below would fail anyway.
+			prev = r.head.Load()
+			continue
+		}
+		// Claim: move real, keep steal, so that the owner will not reuse
+		// the claimed slots and other thieves keep off.
+		next := pack(steal, real+n)
+		if r.head.CompareAndSwap(prev, next) {
+			break
+		}
+		prev = r.head.Load()
+	}
+	first, _ := unpack(prev)
+	var zero T
+	for i := range n {
+		src := (first + i) & mask
+		d.buf[(dstTail+i)&mask] = r.buf[src]
+		r.buf[src] = zero
+	}
+	// Commit: move steal up to real. The owner may have popped (moved
+	// real) meanwhile, so retry with what it left; only this thief moves
+	// steal.
+	cur := pack(first, first+n)
+	for {
+		_, real := unpack(cur)
+		if r.head.CompareAndSwap(cur, pack(real, real)) {
+			return n
+		}
+		cur = r.head.Load()
+		if steal, real := unpack(cur); steal == real {
+			panic("queue: a steal in progress was ended by someone else")
+		}
+	}
+}

@@ -1,0 +1,318 @@
+package queue
+
+import (
+	"slices"
+	"testing"
+)
+
+// drain pops everything the owner can see.
+func drain(l *Local[int]) []int {
+	var out []int
+	for {
+		v, ok := l.Pop()
+		if !ok {
+			return out
+		}
+		out = append(out, v)
+	}
+}
+
+func seq(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+// Every fill level 0..Capacity, at several index offsets so that the
+// indexes wrap around the ring.
+func TestFillLevels(t *testing.T) {
+	l, s := New[int]()
+	inj := NewInjectShard[int](0)
+	next := 0
+	for round := range 3 {
+		for n := 0; n <= Capacity; n++ {
+			for i := range n {
+				if l.Push(next+i, inj) {
+					t.Fatalf("round %d: push %d of %d overflowed", round, i, n)
+				}
+			}
+			if l.Len() != n || s.Len() != n || l.Free() != Capacity-n || l.IsEmpty() != (n == 0) || s.IsEmpty() != (n == 0) {
+				t.Fatalf("level %d: Len %d/%d Free %d", n, l.Len(), s.Len(), l.Free())
+			}
+			if got := drain(l); !slices.Equal(got, seq(next, n)) && n > 0 {
+				t.Fatalf("level %d: popped %v", n, got)
+			}
+			if !l.IsEmpty() || !s.IsEmpty() || inj.Len() != 0 {
+				t.Fatalf("level %d: not empty after popping all", n)
+			}
+			next += n
+		}
+	}
+}
+
+// The 32-bit indexes wrap: push and pop across 2^32.
+func TestIndexWrap(t *testing.T) {
+	l, _ := New[int]()
+	start := uint32(1<<32 - 3)
+	l.r.head.Store(pack(start, start))
+	l.r.tail.Store(start)
+	inj := NewInjectShard[int](0)
+	for i := range Capacity {
+		l.Push(i, inj)
+	}
+	if inj.Len() != 0 || l.Len() != Capacity {
+		t.Fatalf("Len %d, inject %d", l.Len(), inj.Len())
+	}
+	if got := drain(l); !slices.Equal(got, seq(0, Capacity)) {
+		t.Fatalf("popped %v", got)
+	}
+}
+
+func TestOverflowMovesHalfAndTheNewTask(t *testing.T) {
+	l, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for i := range Capacity {
+		l.Push(i, inj)
+	}
+	if !l.Push(Capacity, inj) {
+		t.Fatal("push into a full ring did not overflow")
+	}
+	half := Capacity / 2
+	if got := inj.PopN(nil, Capacity); !slices.Equal(got, append(seq(0, half), Capacity)) {
+		t.Errorf("inject got %v, want the oldest half then the new task", got)
+	}
+	if got := drain(l); !slices.Equal(got, seq(half, Capacity-half)) {
+		t.Errorf("ring kept %v", got)
+	}
+}
+
+// A closed or bounded shard still takes what a full ring moves out.
+func TestOverflowIgnoresCloseAndBound(t *testing.T) {
+	l, _ := New[int]()
+	inj := NewInjectShard[int](1)
+	inj.Close()
+	for i := range Capacity + 1 {
+		l.Push(i, inj)
+	}
+	if inj.Len() != Capacity/2+1 {
+		t.Errorf("inject holds %d, want %d", inj.Len(), Capacity/2+1)
+	}
+}
+
+func TestStealTakesHalfTheOldest(t *testing.T) {
+	for n := 0; n <= Capacity; n++ {
+		src, s := New[int]()
+		dst, _ := New[int]()
+		inj := NewInjectShard[int](0)
+		for i := range n {
+			src.Push(i, inj)
+		}
+		v, ok := s.StealInto(dst)
+		want := n - n/2
+		if n == 0 {
+			if ok {
+				t.Fatalf("stole %d from an empty ring", v)
+			}
+			continue
+		}
+		if !ok {
+			t.Fatalf("n=%d: steal failed", n)
+		}
+		// The returned task is the newest stolen; the rest are in dst.
+		stolen := append(drain(dst), v)
+		if !slices.Equal(stolen, seq(0, want)) {
+			t.Fatalf("n=%d: stole %v, want the oldest %d", n, stolen, want)
+		}
+		if got := drain(src); !slices.Equal(got, seq(want, n/2)) {
+			t.Fatalf("n=%d: left %v", n, got)
+		}
+	}
+}
+
+func TestStealRefusesWhenThiefMoreThanHalfFull(t *testing.T) {
+	src, s := New[int]()
+	dst, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for i := range 4 {
+		src.Push(i, inj)
+	}
+	for i := range Capacity/2 + 1 {
+		dst.Push(100+i, inj)
+	}
+	if _, ok := s.StealInto(dst); ok {
+		t.Fatal("stole into a ring more than half full")
+	}
+	dst.Pop() // exactly half full now: allowed
+	if _, ok := s.StealInto(dst); !ok {
+		t.Fatal("refused to steal into a half-full ring")
+	}
+}
+
+func TestStealRefusesWhileAnotherStealIsInProgress(t *testing.T) {
+	src, s := New[int]()
+	dst, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for i := range 4 {
+		src.Push(i, inj)
+	}
+	// A thief has claimed task 0 and not committed.
+	src.r.head.Store(pack(0, 1))
+	if _, ok := s.StealInto(dst); ok {
+		t.Fatal("a second thief stole during a steal")
+	}
+	// The owner still pops past the claimed slot.
+	if v, ok := src.Pop(); !ok || v != 1 {
+		t.Fatalf("pop during a steal = %d, %v", v, ok)
+	}
+	if steal, real := unpack(src.r.head.Load()); steal != 0 || real != 2 {
+		t.Fatalf("pop moved steal: head (%d, %d)", steal, real)
+	}
+}
+
+// Overflow during a steal: the ring is full but a thief is copying, so
+// only the new task goes to inject and the claimed slots stay untouched.
+func TestOverflowDuringSteal(t *testing.T) {
+	l, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for i := range Capacity {
+		l.Push(i, inj)
+	}
+	l.r.head.Store(pack(0, 2)) // a thief claimed tasks 0 and 1
+	if !l.Push(Capacity, inj) {
+		t.Fatal("push into a full ring did not go to inject")
+	}
+	if got := inj.PopN(nil, 10); !slices.Equal(got, []int{Capacity}) {
+		t.Fatalf("inject got %v, want only the new task", got)
+	}
+	if l.r.buf[0] != 0 || l.r.buf[1] != 1 || l.Len() != Capacity {
+		t.Fatal("the claimed slots were touched")
+	}
+}
+
+// Steal during overflow: the owner saw a full ring with no steal, but a
+// thief claims before the owner's CAS. The overflow must fail and Push
+// must then use the room the steal frees.
+func TestStealDuringOverflow(t *testing.T) {
+	l, s := New[int]()
+	dst, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for i := range Capacity {
+		l.Push(i, inj)
+	}
+	steal, real := unpack(l.r.head.Load())
+	if steal != real {
+		t.Fatal("steal in progress")
+	}
+	tail := l.r.tail.Load()
+	if _, ok := s.StealInto(dst); !ok { // the thief wins the race
+		t.Fatal("steal failed")
+	}
+	if l.pushOverflow(Capacity, real, tail, inj) {
+		t.Fatal("overflow succeeded with a stale head")
+	}
+	if inj.Len() != 0 {
+		t.Fatal("failed overflow moved tasks")
+	}
+	if l.Push(Capacity, inj) || inj.Len() != 0 {
+		t.Fatal("push after the steal freed room still overflowed")
+	}
+	got := append(drain(dst), drain(l)...)
+	if len(got) != Capacity {
+		t.Fatalf("%d tasks left, want %d", len(got), Capacity)
+	}
+}
+
+// Pop and Len as thieves see them are never spuriously empty: with the
+// owner keeping at least one task queued (push, then pop), no observer
+// may see an empty ring. Reading tail before head would break this.
+func TestNotSpuriouslyEmpty(t *testing.T) {
+	l, s := New[int]()
+	inj := NewInjectShard[int](0)
+	l.Push(0, inj)
+	rounds := 200000
+	if testing.Short() {
+		rounds = 20000
+	}
+	stop := make(chan struct{})
+	bad := make(chan string, 1)
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if s.IsEmpty() || s.Len() == 0 {
+					select {
+					case bad <- "observer saw an empty ring":
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	for i := range rounds {
+		l.Push(i+1, inj)
+		if _, ok := l.Pop(); !ok {
+			t.Fatal("owner pop failed")
+		}
+	}
+	close(stop)
+	select {
+	case msg := <-bad:
+		t.Fatal(msg)
+	default:
+	}
+}
+
+func TestPushBatch(t *testing.T) {
+	l, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	l.Push(-1, inj)
+	l.PushBatch(seq(0, Capacity-1))
+	if got := drain(l); !slices.Equal(got, append([]int{-1}, seq(0, Capacity-1)...)) {
+		t.Fatalf("popped %v", got)
+	}
+	l.Push(0, inj)
+	defer func() {
+		if recover() == nil {
+			t.Error("PushBatch beyond Free did not panic")
+		}
+	}()
+	l.PushBatch(seq(0, Capacity))
+}
+
+func TestStealIntoItselfPanics(t *testing.T) {
+	l, s := New[int]()
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic")
+		}
+	}()
+	s.StealInto(l)
+}
+
+// Popped and stolen slots are cleared so the collector can free tasks.
+func TestSlotsAreCleared(t *testing.T) {
+	l, s := New[*int]()
+	dst, _ := New[*int]()
+	inj := NewInjectShard[*int](0)
+	for range Capacity + 1 {
+		l.Push(new(int), inj)
+	}
+	s.StealInto(dst)
+	for {
+		if _, ok := l.Pop(); !ok {
+			break
+		}
+	}
+	for i, p := range l.r.buf {
+		if p != nil {
+			t.Fatalf("slot %d still holds a task", i)
+		}
+	}
+}

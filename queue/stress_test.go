@@ -1,0 +1,203 @@
+package queue
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// tally counts how often each task ran.
+type tally struct{ runs []atomic.Int32 }
+
+func (c *tally) run(v int) { c.runs[v].Add(1) }
+
+func (c *tally) check(t *testing.T) {
+	t.Helper()
+	bad := 0
+	for v := range c.runs {
+		if n := c.runs[v].Load(); n != 1 {
+			if bad < 10 {
+				t.Errorf("task %d ran %d times", v, n)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d tasks did not run exactly once", bad, len(c.runs))
+	}
+}
+
+// One owner pushes and pops, thieves steal from it and from each other,
+// overflow goes to the inject shard that everyone drains: every task runs
+// exactly once. With -tags numapool_smallqueue the ring has 4 slots, so
+// overflow, overflow during a steal and concurrent steals happen all the
+// time.
+func TestExactlyOnce(t *testing.T) {
+	total := 1_000_000
+	if testing.Short() {
+		total = 10_000
+	}
+	const thieves = 3
+	c := &tally{runs: make([]atomic.Int32, total)}
+	owner, ownerSteal := New[int]()
+	inj := NewInjectShard[int](0)
+
+	locals := make([]*Local[int], thieves)
+	victims := []*Stealer[int]{ownerSteal}
+	for i := range locals {
+		var s *Stealer[int]
+		locals[i], s = New[int]()
+		victims = append(victims, s)
+	}
+	var done atomic.Bool
+	var steals, overflows atomic.Int64
+	var wg sync.WaitGroup
+	for i, mine := range locals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for {
+				if v, ok := mine.Pop(); ok {
+					c.run(v)
+					continue
+				}
+				victim := victims[rng.IntN(len(victims))]
+				if victim == victims[i+1] {
+					continue
+				}
+				if v, ok := victim.StealInto(mine); ok {
+					steals.Add(1)
+					c.run(v)
+					continue
+				}
+				if v, ok := inj.Pop(); ok {
+					c.run(v)
+					continue
+				}
+				if done.Load() && ownerSteal.IsEmpty() && inj.IsEmpty() {
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var batch []int
+	for v := range total {
+		if owner.Push(v, inj) {
+			overflows.Add(1)
+		}
+		switch r := rng.IntN(8); {
+		case r < 3:
+			if v, ok := owner.Pop(); ok {
+				c.run(v)
+			}
+		case r == 3:
+			// Pull a batch home from the shard, as a worker does.
+			batch = inj.PopN(batch[:0], owner.Free()/2)
+			owner.PushBatch(batch)
+		}
+	}
+	for {
+		v, ok := owner.Pop()
+		if !ok {
+			break
+		}
+		c.run(v)
+	}
+	done.Store(true)
+	wg.Wait()
+	for _, v := range inj.PopN(nil, inj.Len()) {
+		c.run(v)
+	}
+	c.check(t)
+	t.Logf("%d tasks, %d steals, %d overflows", total, steals.Load(), overflows.Load())
+	if overflows.Load() == 0 && Capacity <= 4 {
+		t.Error("the 4-slot ring never overflowed: the test does not reach the rare path")
+	}
+}
+
+// Inject shard: many producers, many consumers, bounded and unbounded,
+// every task exactly once, nothing dropped at Close.
+func TestInjectExactlyOnce(t *testing.T) {
+	total := 200_000
+	if testing.Short() {
+		total = 10_000
+	}
+	for _, bound := range []int{0, 16} {
+		c := &tally{runs: make([]atomic.Int32, total)}
+		s := NewInjectShard[int](bound)
+		const producers, consumers = 3, 3
+		var prod, cons sync.WaitGroup
+		var refused atomic.Int64
+		for p := range producers {
+			prod.Add(1)
+			go func() {
+				defer prod.Done()
+				for v := p; v < total; v += producers {
+					for {
+						var err error
+						if v%5 == 0 {
+							err = s.PushBatch([]int{v})
+						} else {
+							err = s.TryPush(v)
+						}
+						if err == nil {
+							break
+						}
+						if err != ErrFull {
+							t.Errorf("push %d: %v", v, err)
+							return
+						}
+						refused.Add(1)
+						runtime.Gosched()
+					}
+				}
+			}()
+		}
+		var stop atomic.Bool
+		for range consumers {
+			cons.Add(1)
+			go func() {
+				defer cons.Done()
+				var buf []int
+				for {
+					buf = s.PopN(buf[:0], 7)
+					for _, v := range buf {
+						c.run(v)
+					}
+					if v, ok := s.Pop(); ok {
+						c.run(v)
+					}
+					if len(buf) == 0 {
+						if stop.Load() && s.IsEmpty() {
+							return
+						}
+						runtime.Gosched() // a worker would park here
+					}
+				}
+			}()
+		}
+		prod.Wait()
+		s.Close()
+		if err := s.Push(-1); err != ErrClosed {
+			t.Errorf("Push after Close: %v", err)
+		}
+		if err := s.TryPush(-1); err != ErrClosed {
+			t.Errorf("TryPush after Close: %v", err)
+		}
+		if err := s.PushBatch([]int{-1}); err != ErrClosed {
+			t.Errorf("PushBatch after Close: %v", err)
+		}
+		stop.Store(true)
+		cons.Wait()
+		c.check(t)
+		if bound > 0 && refused.Load() == 0 {
+			t.Errorf("bound %d never refused a push", bound)
+		}
+	}
+}
