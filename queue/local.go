@@ -93,7 +93,6 @@ func (l *Local[T]) IsEmpty() bool {
 func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
 	r := l.r
 	r.own.enter()
-	defer r.own.exit()
 	for {
 		// Acquire: pairs with the thieves' commit CAS, so that a slot they
 		// finished copying may be reused.
@@ -103,14 +102,17 @@ func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
 		case tail-steal < Capacity:
 			r.buf[tail&mask] = t
 			r.tail.Store(tail + 1) // release: publishes the slot to thieves
+			r.own.exit()
 			return false
 		case steal != real:
 			// A thief is copying the oldest tasks out: room is coming, but
 			// do not wait for it.
 			inject.pushOverflow(nil, t)
+			r.own.exit()
 			return true
 		default:
 			if l.pushOverflow(t, real, tail, inject) {
+				r.own.exit()
 				return true
 			}
 			// A thief claimed tasks meanwhile: there may be room now.
@@ -167,12 +169,12 @@ func (l *Local[T]) PushBatch(tasks []T) {
 func (l *Local[T]) Pop() (T, bool) {
 	r := l.r
 	r.own.enter()
-	defer r.own.exit()
 	head := r.head.Load()
 	var idx uint32
 	for {
 		steal, real := unpack(head)
 		if real == r.tail.Load() {
+			r.own.exit()
 			var zero T
 			return zero, false
 		}
@@ -191,6 +193,7 @@ func (l *Local[T]) Pop() (T, bool) {
 	t := r.buf[idx]
 	var zero T
 	r.buf[idx] = zero
+	r.own.exit()
 	return t, true
 }
 

@@ -1,0 +1,194 @@
+package queue
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+type task struct{ n int }
+
+// The reference: one uncontended CompareAndSwap.
+func BenchmarkCAS(b *testing.B) {
+	var x atomic.Uint64
+	b.ReportAllocs()
+	for i := range b.N {
+		x.CompareAndSwap(uint64(i), uint64(i+1))
+	}
+}
+
+// One push and one pop by the owner, the ring never full.
+func BenchmarkLocalPushPop(b *testing.B) {
+	l, _ := New[*task]()
+	inj := NewInjectShard[*task](0)
+	t := &task{}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Push(t, inj)
+		l.Pop()
+	}
+}
+
+// The same with a non-pointer task: no write barrier on the slot stores.
+func BenchmarkLocalPushPopUintptr(b *testing.B) {
+	l, _ := New[uintptr]()
+	inj := NewInjectShard[uintptr](0)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Push(1, inj)
+		l.Pop()
+	}
+}
+
+// A batch of Capacity/2 pushed at once (as from an inject shard), then
+// popped one by one; ns/op is per task.
+func BenchmarkLocalPushBatchPop(b *testing.B) {
+	l, _ := New[*task]()
+	batch := make([]*task, Capacity/2)
+	for i := range batch {
+		batch[i] = &task{}
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += len(batch) {
+		l.PushBatch(batch)
+		for range batch {
+			l.Pop()
+		}
+	}
+}
+
+// One owner pushing (and popping a third), one thief stealing into its own
+// ring and running what it stole; ns/op is per task.
+func BenchmarkSteal(b *testing.B) {
+	owner, victim := New[*task]()
+	inj := NewInjectShard[*task](0)
+	t := &task{}
+	var stop atomic.Bool
+	var stolen atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mine, _ := New[*task]()
+		n := int64(0)
+		for !stop.Load() {
+			if _, ok := victim.StealInto(mine); ok {
+				n++
+				for {
+					if _, ok := mine.Pop(); !ok {
+						break
+					}
+					n++
+				}
+			}
+		}
+		stolen.Store(n)
+	}()
+	b.ReportAllocs()
+	for i := range b.N {
+		owner.Push(t, inj)
+		if i%3 == 0 {
+			owner.Pop()
+		}
+	}
+	stop.Store(true)
+	<-done
+	b.ReportMetric(float64(stolen.Load())/float64(b.N), "stolen/op")
+}
+
+// Inject shard: push one at a time, pop in batches of 32.
+func BenchmarkInjectPushPopN(b *testing.B) {
+	s := NewInjectShard[*task](0)
+	t := &task{}
+	buf := make([]*task, 0, 32)
+	b.ReportAllocs()
+	for i := range b.N {
+		_ = s.Push(t)
+		if i%32 == 31 {
+			buf = s.PopN(buf[:0], 32)
+		}
+	}
+}
+
+// Baseline: a buffered channel, one send and one receive.
+func BenchmarkChanSendRecv(b *testing.B) {
+	ch := make(chan *task, Capacity)
+	t := &task{}
+	b.ReportAllocs()
+	for b.Loop() {
+		ch <- t
+		<-ch
+	}
+}
+
+// Baseline: a mutex-guarded slice used as a FIFO, push back and pop front.
+type mutexDeque struct {
+	mu    sync.Mutex
+	items []*task
+}
+
+func (d *mutexDeque) push(t *task) {
+	d.mu.Lock()
+	d.items = append(d.items, t)
+	d.mu.Unlock()
+}
+
+func (d *mutexDeque) pop() (*task, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.items) == 0 {
+		return nil, false
+	}
+	t := d.items[0]
+	d.items = d.items[1:]
+	if len(d.items) == 0 {
+		d.items = d.items[:0:0]
+	}
+	return t, true
+}
+
+func BenchmarkMutexDequePushPop(b *testing.B) {
+	d := &mutexDeque{}
+	t := &task{}
+	b.ReportAllocs()
+	for b.Loop() {
+		d.push(t)
+		d.pop()
+	}
+}
+
+// Baselines under stealing: one producer, one consumer, per task.
+func BenchmarkChanProducerConsumer(b *testing.B) {
+	ch := make(chan *task, Capacity)
+	t := &task{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range ch {
+		}
+	}()
+	b.ReportAllocs()
+	for range b.N {
+		ch <- t
+	}
+	close(ch)
+	<-done
+}
+
+func BenchmarkMutexDequeProducerConsumer(b *testing.B) {
+	d := &mutexDeque{}
+	t := &task{}
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			d.pop()
+		}
+	}()
+	b.ReportAllocs()
+	for range b.N {
+		d.push(t)
+	}
+	stop.Store(true)
+	<-done
+}
