@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,42 +58,65 @@ func BenchmarkLocalPushBatchPop(b *testing.B) {
 	}
 }
 
-// One owner pushing (and popping a third), one thief stealing into its own
-// ring and running what it stole; ns/op is per task.
-func BenchmarkSteal(b *testing.B) {
+// One owner pushing, one thief stealing into its own ring and running
+// what it stole; ns/op is per task. In BenchmarkSteal the owner pushes
+// one task and pops every third: the thief keeps the ring almost empty,
+// the worst case for a stealing queue (a steal moves one or two tasks).
+// In BenchmarkStealBurst the owner pushes bursts of Capacity/2 (as a
+// fork does) and then pops its share: steals move half a burst.
+func BenchmarkSteal(b *testing.B) { benchSteal(b, 1) }
+
+func BenchmarkStealBurst(b *testing.B) { benchSteal(b, Capacity/2) }
+
+func benchSteal(b *testing.B, burst int) {
 	owner, victim := New[*task]()
 	inj := NewInjectShard[*task](0)
 	t := &task{}
 	var stop atomic.Bool
-	var stolen atomic.Int64
+	var stolen, steals atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		mine, _ := New[*task]()
-		n := int64(0)
+		n, k := int64(0), int64(0)
 		for !stop.Load() {
 			if _, ok := victim.StealInto(mine); ok {
 				n++
+				k++
 				for {
 					if _, ok := mine.Pop(); !ok {
 						break
 					}
 					n++
 				}
+			} else {
+				runtime.Gosched() // a searching worker backs off, then parks
 			}
 		}
 		stolen.Store(n)
+		steals.Store(k)
 	}()
 	b.ReportAllocs()
-	for i := range b.N {
-		owner.Push(t, inj)
-		if i%3 == 0 {
-			owner.Pop()
+	for i := 0; i < b.N; i += burst {
+		for range burst {
+			owner.Push(t, inj)
+		}
+		if burst == 1 {
+			if i%3 == 0 {
+				owner.Pop()
+			}
+			continue
+		}
+		for {
+			if _, ok := owner.Pop(); !ok {
+				break
+			}
 		}
 	}
 	stop.Store(true)
 	<-done
 	b.ReportMetric(float64(stolen.Load())/float64(b.N), "stolen/op")
+	b.ReportMetric(float64(stolen.Load())/float64(max(steals.Load(), 1)), "tasks/steal")
 }
 
 // Inject shard: push one at a time, pop in batches of 32.
