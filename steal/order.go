@@ -1,0 +1,194 @@
+// Package steal decides where an idle worker looks for work: the order of
+// its victims. Hierarchical order keeps work inside a NUMA node: the
+// worker's own node first (its workers from a random start, then the
+// node's inject shard), then the other nodes nearest first by node
+// distance, random among equals, each node's workers from a random start
+// and then its shard. Flat order is one level over all workers, as Tokio
+// does, for comparison runs.
+//
+// A Layout is built once per pool and is read-only afterwards, so any
+// number of workers may walk it at once, each with its own Rand.
+package steal
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Mode selects the victim order.
+type Mode int
+
+const (
+	// Hierarchical: own node first, then other nodes by distance.
+	Hierarchical Mode = iota
+	// Flat: all workers as one level, as Tokio.
+	Flat
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Hierarchical:
+		return "hierarchical"
+	case Flat:
+		return "flat"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode parses "hierarchical" or "flat".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "hierarchical":
+		return Hierarchical, nil
+	case "flat":
+		return Flat, nil
+	}
+	return 0, fmt.Errorf("steal: unknown mode %q (want hierarchical or flat)", s)
+}
+
+// Victim is a place to steal from: a worker's ring, or a node's inject
+// shard (Worker == -1).
+type Victim struct {
+	Node   int // node group index (0..len(nodes)-1)
+	Worker int // worker index, or -1 for the node's inject shard
+}
+
+// IsShard reports whether v is a node's inject shard.
+func (v Victim) IsShard() bool { return v.Worker < 0 }
+
+// Layout is the pool's shape as victim order sees it.
+type Layout struct {
+	nodes  [][]int   // node group -> its workers' indexes
+	nodeOf []int     // worker -> node group
+	tiers  [][][]int // node group -> other groups by distance: tiers of equals, nearest first
+	all    []int     // every worker, for flat order
+}
+
+// NewLayout describes a pool: nodes[g] lists the worker indexes of node
+// group g (indexes 0..n-1, each once), distance(a, b) the distance
+// between groups a and b.
+func NewLayout(nodes [][]int, distance func(a, b int) int) (*Layout, error) {
+	l := &Layout{nodes: nodes}
+	total := 0
+	for _, ws := range nodes {
+		total += len(ws)
+	}
+	l.nodeOf = make([]int, total)
+	seen := make([]bool, total)
+	for g, ws := range nodes {
+		for _, w := range ws {
+			if w < 0 || w >= total || seen[w] {
+				return nil, fmt.Errorf("steal: worker %d in node group %d is out of range or listed twice", w, g)
+			}
+			seen[w] = true
+			l.nodeOf[w] = g
+			l.all = append(l.all, w)
+		}
+	}
+	for g := range nodes {
+		var others []int
+		for o := range nodes {
+			if o != g {
+				others = append(others, o)
+			}
+		}
+		slices.SortStableFunc(others, func(a, b int) int { return distance(g, a) - distance(g, b) })
+		var tiers [][]int
+		for i, o := range others {
+			if i == 0 || distance(g, o) != distance(g, others[i-1]) {
+				tiers = append(tiers, nil)
+			}
+			tiers[len(tiers)-1] = append(tiers[len(tiers)-1], o)
+		}
+		l.tiers = append(l.tiers, tiers)
+	}
+	return l, nil
+}
+
+// Workers returns the number of workers.
+func (l *Layout) Workers() int { return len(l.nodeOf) }
+
+// NodeOf returns the node group of worker w.
+func (l *Layout) NodeOf(w int) int { return l.nodeOf[w] }
+
+// Local visits, in order, the victims of worker self inside its own node:
+// the node's other workers from a random start, then the node's inject
+// shard. visit returns true to stop; Local reports whether it stopped.
+func (l *Layout) Local(self int, r *Rand, visit func(Victim) bool) bool {
+	g := l.nodeOf[self]
+	if l.visitWorkers(l.nodes[g], self, r, visit) {
+		return true
+	}
+	return visit(Victim{Node: g, Worker: -1})
+}
+
+// Remote visits the victims in the other nodes, nearest first, random
+// among nodes at equal distance; in each node its workers from a random
+// start and then its shard.
+func (l *Layout) Remote(self int, r *Rand, visit func(Victim) bool) bool {
+	var order [8]int
+	for _, tier := range l.tiers[l.nodeOf[self]] {
+		nodes := append(order[:0], tier...)
+		shuffle(nodes, r)
+		for _, g := range nodes {
+			if l.visitWorkers(l.nodes[g], self, r, visit) || visit(Victim{Node: g, Worker: -1}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Flat visits every other worker from a random start, then the worker's
+// own node's shard, then the other shards from a random start.
+func (l *Layout) Flat(self int, r *Rand, visit func(Victim) bool) bool {
+	if l.visitWorkers(l.all, self, r, visit) {
+		return true
+	}
+	g := l.nodeOf[self]
+	if visit(Victim{Node: g, Worker: -1}) {
+		return true
+	}
+	n := len(l.nodes)
+	start := r.Intn(n)
+	for i := range n {
+		o := (start + i) % n
+		if o != g && visit(Victim{Node: o, Worker: -1}) {
+			return true
+		}
+	}
+	return false
+}
+
+// visitWorkers visits ws except self, from a random start (or in a random
+// permutation under the race detector).
+func (l *Layout) visitWorkers(ws []int, self int, r *Rand, visit func(Victim) bool) bool {
+	n := len(ws)
+	if n == 0 {
+		return false
+	}
+	if shuffleHard {
+		perm := slices.Clone(ws)
+		shuffle(perm, r)
+		ws = perm
+	}
+	start := r.Intn(n)
+	for i := range n {
+		w := ws[(start+i)%n]
+		if w == self {
+			continue
+		}
+		if visit(Victim{Node: l.nodeOf[w], Worker: w}) {
+			return true
+		}
+	}
+	return false
+}
+
+// shuffle permutes s in place (Fisher-Yates).
+func shuffle(s []int, r *Rand) {
+	for i := len(s) - 1; i > 0; i-- {
+		j := r.Intn(i + 1)
+		s[i], s[j] = s[j], s[i]
+	}
+}
