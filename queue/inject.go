@@ -89,6 +89,10 @@ func (s *InjectShard[T]) PushBatch(tasks []T) error {
 	return nil
 }
 
+// Requeue appends t whatever the bound and Close: for a task the pool
+// already accepted and moves between shards.
+func (s *InjectShard[T]) Requeue(t T) { s.pushOverflow(nil, t) }
+
 // pushOverflow appends batch then t, whatever the bound and Close: these
 // tasks were already accepted by a worker's ring.
 func (s *InjectShard[T]) pushOverflow(batch []T, t T) {

@@ -1,0 +1,62 @@
+package pool
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Explain describes the pool's placement for people, as
+// OMP_DISPLAY_AFFINITY does: the topology it was built on, each node
+// group and its workers with their CPUs and binding, the victim order,
+// and what was degraded and why.
+func (p *Pool) Explain() string {
+	var b strings.Builder
+	t := p.topo
+	fmt.Fprintf(&b, "numapool: %d workers on %d node groups; topology %s; binding %s; stealing %s\n",
+		len(p.workers), len(p.groups), t.Source, p.cfg.binding, p.cfg.mode)
+	interval := "self-tuned (start 61, 2..127, ~200µs of work)"
+	if p.cfg.interval > 0 {
+		interval = fmt.Sprint(p.cfg.interval)
+	}
+	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s\n", interval, boundText(p.cfg.shardBound))
+	for _, g := range p.groups {
+		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
+		if g.node.MemoryBytes > 0 {
+			fmt.Fprintf(&b, ", %d MiB memory", g.node.MemoryBytes>>20)
+		}
+		var near []string
+		for i, d := range g.dist {
+			if i != g.index {
+				near = append(near, fmt.Sprintf("%d:%d", p.groups[i].node.ID, d))
+			}
+		}
+		if len(near) > 0 {
+			fmt.Fprintf(&b, ", distance to %s", strings.Join(near, " "))
+		}
+		b.WriteByte('\n')
+		for _, w := range g.workers {
+			bound := w.bound.String()
+			if bound == "" {
+				bound = "unbound"
+			}
+			os := t.OSCPUs(singleton(w.cpu))
+			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
+		}
+	}
+	if len(p.degraded) == 0 {
+		b.WriteString("degraded: nothing\n")
+	} else {
+		b.WriteString("degraded:\n")
+		for _, d := range p.degraded {
+			fmt.Fprintf(&b, "  - %s\n", d)
+		}
+	}
+	return b.String()
+}
+
+func boundText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n, " tasks per node")
+}

@@ -1,0 +1,227 @@
+package pool
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
+)
+
+// An Option configures New. Options are validated by New, which returns
+// an error naming the bad value; explicit options win over the
+// environment.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	workers      int // 0: default
+	workersSet   bool
+	binding      pin.Binding
+	bindingSet   bool
+	mode         steal.Mode
+	modeSet      bool
+	spec         string
+	topo         *topology.Topology
+	nodes        []int // restrict to these OS node IDs; nil: all
+	nodesSet     bool
+	strict       bool
+	panicHandler func(value any, stack []byte)
+	shardBound   int
+	interval     int // fairness interval; 0: self-tuned
+	noEnv        bool
+}
+
+// WithWorkers sets the number of workers (default: min(allowed CPUs,
+// GOMAXPROCS), or one per CPU of a synthetic topology).
+func WithWorkers(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("pool: WithWorkers(%d): need at least one worker", n)
+		}
+		c.workers, c.workersSet = n, true
+		return nil
+	})
+}
+
+// WithBinding sets how workers are bound (default pin.NUMADomains).
+func WithBinding(b pin.Binding) Option {
+	return optionFunc(func(c *config) error {
+		if b < pin.NUMADomains || b > pin.None {
+			return fmt.Errorf("pool: WithBinding(%v): unknown binding", b)
+		}
+		c.binding, c.bindingSet = b, true
+		return nil
+	})
+}
+
+// WithSteal sets the victim order (default steal.Hierarchical).
+func WithSteal(m steal.Mode) Option {
+	return optionFunc(func(c *config) error {
+		if m != steal.Hierarchical && m != steal.Flat {
+			return fmt.Errorf("pool: WithSteal(%v): unknown mode", m)
+		}
+		c.mode, c.modeSet = m, true
+		return nil
+	})
+}
+
+// WithTopology uses t instead of discovering this machine.
+func WithTopology(t *topology.Topology) Option {
+	return optionFunc(func(c *config) error {
+		if t == nil {
+			return fmt.Errorf("pool: WithTopology(nil)")
+		}
+		c.topo = t
+		return nil
+	})
+}
+
+// WithSpec builds a synthetic topology (topology.Synthetic) on the
+// discovered one: "2x4", "2x4x2" or "0-1;2-3".
+func WithSpec(spec string) Option {
+	return optionFunc(func(c *config) error {
+		if spec == "" {
+			return fmt.Errorf("pool: WithSpec(\"\"): empty spec")
+		}
+		c.spec = spec
+		return nil
+	})
+}
+
+// WithNodes restricts the pool to the given NUMA nodes (OS node IDs).
+func WithNodes(ids ...int) Option {
+	return optionFunc(func(c *config) error {
+		if len(ids) == 0 {
+			return fmt.Errorf("pool: WithNodes(): no node given")
+		}
+		c.nodes, c.nodesSet = ids, true
+		return nil
+	})
+}
+
+// WithStrict makes New fail when placement cannot be honoured (pinning
+// refused, fewer nodes than asked for) instead of degrading and
+// recording why in Explain.
+func WithStrict() Option {
+	return optionFunc(func(c *config) error { c.strict = true; return nil })
+}
+
+// WithPanicHandler receives the panics of tasks given to Submit,
+// SubmitTo and Spawn, with the stack of the panicking task. Without a
+// handler such a panic crashes the process, as an unrecovered panic in a
+// goroutine does.
+func WithPanicHandler(h func(value any, stack []byte)) Option {
+	return optionFunc(func(c *config) error { c.panicHandler = h; return nil })
+}
+
+// WithShardBound bounds each node's queue of submitted, not yet started
+// tasks: TrySubmit then reports ErrFull and Submit waits for room.
+func WithShardBound(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("pool: WithShardBound(%d): need a positive bound", n)
+		}
+		c.shardBound = n
+		return nil
+	})
+}
+
+// WithFairnessInterval fixes how many tasks a worker runs between looks
+// at its node's shard (default: self-tuned to about 200µs of work, as
+// Tokio, starting at 61 and kept within 2..127).
+func WithFairnessInterval(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > 1<<20 {
+			return fmt.Errorf("pool: WithFairnessInterval(%d): want 1..%d", n, 1<<20)
+		}
+		c.interval = n
+		return nil
+	})
+}
+
+// WithoutEnv ignores the NUMAPOOL_* environment variables.
+func WithoutEnv() Option {
+	return optionFunc(func(c *config) error { c.noEnv = true; return nil })
+}
+
+// Environment variables, in OpenMP's vocabulary, give defaults that
+// explicit options override.
+const (
+	EnvNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
+	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none
+	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
+	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
+	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
+)
+
+// applyEnv fills what no option set from the environment; lookup is
+// os.LookupEnv outside tests.
+func (c *config) applyEnv(lookup func(string) (string, bool)) error {
+	if c.noEnv {
+		return nil
+	}
+	get := func(name string) (string, bool) {
+		v, ok := lookup(name)
+		return strings.TrimSpace(v), ok && strings.TrimSpace(v) != ""
+	}
+	if v, ok := get(EnvNumWorkers); ok && !c.workersSet {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("pool: %s=%q: want a positive number of workers", EnvNumWorkers, v)
+		}
+		c.workers = n
+	}
+	if v, ok := get(EnvPlaces); ok && !c.bindingSet {
+		b, err := pin.ParseBinding(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", EnvPlaces, v, err)
+		}
+		c.binding = b
+	}
+	if v, ok := get(EnvSteal); ok && !c.modeSet {
+		m, err := steal.ParseMode(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", EnvSteal, v, err)
+		}
+		c.mode = m
+	}
+	if v, ok := get(EnvTopology); ok && c.spec == "" && c.topo == nil {
+		c.spec = v
+	}
+	if v, ok := get(EnvNodes); ok && !c.nodesSet {
+		set, err := topology.ParseCPUList([]byte(v))
+		if err != nil || set.IsEmpty() {
+			return fmt.Errorf("pool: %s=%q: want a list of node IDs such as 0,2 or 0-1", EnvNodes, v)
+		}
+		c.nodes = set.List()
+	}
+	return nil
+}
+
+func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error) {
+	c := config{binding: pin.NUMADomains, mode: steal.Hierarchical}
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("pool: nil Option")
+		}
+		if err := o.apply(&c); err != nil {
+			return c, err
+		}
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if err := c.applyEnv(lookup); err != nil {
+		return c, err
+	}
+	return c, nil
+}

@@ -1,0 +1,200 @@
+package pool
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/topology"
+)
+
+// plan is where the workers go, decided before any starts.
+type plan struct {
+	topo     *topology.Topology
+	groups   []groupPlan
+	degraded []string
+}
+
+type groupPlan struct {
+	node    topology.Node // with only its allowed CPUs
+	cpus    []int         // one per worker: the topology CPU it is placed on
+	distRow []int         // distances to the other groups, by group index
+}
+
+// makePlan picks the topology, the nodes and the CPU of each worker.
+func makePlan(c config) (*plan, error) {
+	p := &plan{}
+	t := c.topo
+	if t == nil {
+		t = topology.Discover()
+	}
+	if c.spec != "" {
+		st, err := topology.Synthetic(c.spec, t)
+		if err != nil {
+			return nil, fmt.Errorf("pool: %w", err)
+		}
+		t = st
+	}
+	p.topo = t
+	p.degraded = append(p.degraded, t.Degraded...)
+
+	nodes := t.ComputeNodes()
+	if c.nodes != nil {
+		var kept []topology.Node
+		for _, id := range c.nodes {
+			i := slices.IndexFunc(nodes, func(n topology.Node) bool { return n.ID == id })
+			if i < 0 {
+				msg := fmt.Sprintf("node %d has no CPU this process may use (nodes with allowed CPUs: %s)", id, nodeIDs(nodes))
+				if c.strict {
+					return nil, fmt.Errorf("pool: %s", msg)
+				}
+				p.degraded = append(p.degraded, msg)
+				continue
+			}
+			if !slices.ContainsFunc(kept, func(n topology.Node) bool { return n.ID == id }) {
+				kept = append(kept, nodes[i])
+			}
+		}
+		if len(kept) == 0 {
+			return nil, fmt.Errorf("pool: none of nodes %v has CPUs this process may use (nodes with allowed CPUs: %s)", c.nodes, nodeIDs(nodes))
+		}
+		slices.SortFunc(kept, func(a, b topology.Node) int { return a.ID - b.ID })
+		nodes = kept
+	}
+
+	total := 0
+	for _, n := range nodes {
+		total += n.CPUs.Len()
+	}
+	workers := c.workers
+	if workers == 0 {
+		workers = min(total, runtime.GOMAXPROCS(0))
+		if strings.HasPrefix(t.Source, "synthetic") {
+			workers = total // the spec asks for these CPUs, even above GOMAXPROCS
+		}
+	}
+	if c.strict && len(nodes) > workers {
+		return nil, fmt.Errorf("pool: %d workers cannot cover %d nodes", workers, len(nodes))
+	}
+	counts := apportion(workers, nodes)
+	for i, n := range nodes {
+		if counts[i] == 0 {
+			p.degraded = append(p.degraded, fmt.Sprintf("node %d gets no worker (%d workers for %d nodes)", n.ID, workers, len(nodes)))
+			continue
+		}
+		order := coresFirst(t, n.CPUs)
+		cpus := make([]int, counts[i])
+		for k := range cpus {
+			cpus[k] = order[k%len(order)] // more workers than CPUs: wrap
+		}
+		if counts[i] > len(order) {
+			p.degraded = append(p.degraded, fmt.Sprintf("node %d: %d workers on %d CPUs", n.ID, counts[i], len(order)))
+		}
+		p.groups = append(p.groups, groupPlan{node: n, cpus: cpus})
+	}
+	for i := range p.groups {
+		row := make([]int, len(p.groups))
+		for j := range p.groups {
+			row[j] = distance(t, p.groups[i].node.ID, p.groups[j].node.ID)
+		}
+		p.groups[i].distRow = row
+	}
+	return p, nil
+}
+
+// apportion splits n workers over nodes in proportion to their CPUs
+// (largest remainder), giving every node one first when there are enough.
+func apportion(n int, nodes []topology.Node) []int {
+	counts := make([]int, len(nodes))
+	total := 0
+	for _, nd := range nodes {
+		total += nd.CPUs.Len()
+	}
+	if n >= len(nodes) {
+		for i := range counts {
+			counts[i] = 1
+		}
+		n -= len(nodes)
+		total -= len(nodes)
+	}
+	type rem struct{ i, r int }
+	var rems []rem
+	given := 0
+	for i, nd := range nodes {
+		share := nd.CPUs.Len()
+		if counts[i] == 1 {
+			share--
+		}
+		if total > 0 {
+			counts[i] += n * share / total
+			given += n * share / total
+			rems = append(rems, rem{i, n * share % total})
+		}
+	}
+	if total <= 0 {
+		for i := range n {
+			counts[i%len(counts)]++
+		}
+		return counts
+	}
+	slices.SortStableFunc(rems, func(a, b rem) int { return b.r - a.r })
+	for k := 0; given < n; k++ {
+		counts[rems[k%len(rems)].i]++
+		given++
+	}
+	return counts
+}
+
+// coresFirst orders CPUs so that every core gets a worker before any
+// core gets a second one (SMT siblings last).
+func coresFirst(t *topology.Topology, cpus topology.CPUSet) []int {
+	type slot struct{ cpu, rank int }
+	var slots []slot
+	for c := range cpus.All() {
+		rank := 0
+		if cpu, ok := t.CPU(c); ok {
+			for s := range cpu.Siblings.All() {
+				if s == c {
+					break
+				}
+				if cpus.Has(s) {
+					rank++
+				}
+			}
+		}
+		slots = append(slots, slot{c, rank})
+	}
+	slices.SortStableFunc(slots, func(a, b slot) int { return a.rank - b.rank })
+	out := make([]int, len(slots))
+	for i, s := range slots {
+		out[i] = s.cpu
+	}
+	return out
+}
+
+func distance(t *topology.Topology, a, b int) int {
+	if d, ok := t.Distances.Between(a, b); ok {
+		return d
+	}
+	if a == b {
+		return 10
+	}
+	return 20
+}
+
+func nodeIDs(nodes []topology.Node) string {
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = fmt.Sprint(n.ID)
+	}
+	return strings.Join(ids, ",")
+}
+
+// bindSet returns the OS CPUs a worker on topology CPU cpu binds to.
+func bindSet(t *topology.Topology, b pin.Binding, cpu int) (topology.CPUSet, error) {
+	return pin.Place(t, b, cpu)
+}
+
+func singleton(cpu int) topology.CPUSet { return topology.NewCPUSet(cpu) }

@@ -1,0 +1,365 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/queue"
+	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
+)
+
+// Errors callers branch on.
+var (
+	// ErrClosed: the pool no longer accepts work.
+	ErrClosed = errors.New("pool: closed")
+	// ErrFull: the node's bounded queue is full (TrySubmit).
+	ErrFull = errors.New("pool: node queue full")
+)
+
+// task is one unit of work. home >= 0 keeps it inside that node group
+// (SubmitToStrict): a worker of another node that steals it sends it home.
+type task struct {
+	fn   func(*Worker)
+	home int32  // node group index, or -1
+	slot *group // the group whose bound this task holds a place in, until started
+}
+
+// group is the worker group of one NUMA node.
+type group struct {
+	index   int           // position in Pool.groups
+	node    topology.Node // the node, with its allowed CPUs
+	inject  *queue.InjectShard[*task]
+	workers []*Worker
+	dist    []int // distance to each group, by index
+
+	// slots holds one token per task queued in inject under the bound;
+	// nil when unbounded.
+	slots chan struct{}
+	// crossSearching is set while one of the group's workers searches
+	// other nodes: at most one does at a time.
+	crossSearching atomic.Bool
+}
+
+// Pool is a NUMA-aware worker pool. Its methods may be called from any
+// goroutine.
+type Pool struct {
+	cfg      config
+	topo     *topology.Topology
+	groups   []*group
+	workers  []*Worker
+	layout   *steal.Layout
+	idle     idle
+	order    []int // Submit's round robin over groups, weighted by size
+	rr       atomic.Uint64
+	degraded []string
+
+	state     atomic.Int32 // running, closing, aborting
+	closeOnce sync.Once
+	drainOnce sync.Once
+	drained   chan struct{} // closed when every queue is empty and every worker idle
+	exited    sync.WaitGroup
+	abandoned atomic.Int64
+}
+
+const (
+	running int32 = iota
+	closing
+	aborting
+)
+
+// New starts a pool. Without options it discovers this machine, makes one
+// worker group per NUMA node that has CPUs this process may use, starts
+// min(allowed CPUs, GOMAXPROCS) workers spread over the nodes in
+// proportion to their CPUs, binds each to its node's CPUs
+// (numa_domains) and steals hierarchically. The NUMAPOOL_* environment
+// variables set defaults that options override.
+func New(opts ...Option) (*Pool, error) {
+	return newPool(opts, nil)
+}
+
+func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
+	cfg, err := newConfig(opts, lookup)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, drained: make(chan struct{})}
+	var nodeWorkers [][]int
+	for gi, gp := range pl.groups {
+		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), dist: gp.distRow}
+		if cfg.shardBound > 0 {
+			g.slots = make(chan struct{}, cfg.shardBound)
+		}
+		var ids []int
+		for _, cpu := range gp.cpus {
+			w := newWorker(p, g, len(p.workers), cpu)
+			g.workers = append(g.workers, w)
+			ids = append(ids, w.id)
+			p.workers = append(p.workers, w)
+		}
+		nodeWorkers = append(nodeWorkers, ids)
+		p.groups = append(p.groups, g)
+	}
+	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.groups[a].dist[b] })
+	if err != nil {
+		return nil, err
+	}
+	p.order = weightedOrder(p.groups)
+	p.idle.init(p)
+
+	// Start the workers; each reports whether its placement held.
+	errs := make(chan error, len(p.workers))
+	for _, w := range p.workers {
+		p.exited.Add(1)
+		go w.main(errs)
+	}
+	var failed []error
+	for range p.workers {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		if cfg.strict {
+			p.stop()
+			return nil, fmt.Errorf("pool: placement refused (strict): %w", errors.Join(failed...))
+		}
+		for _, err := range failed {
+			p.degraded = append(p.degraded, err.Error())
+		}
+	}
+	return p, nil
+}
+
+// weightedOrder lists group indexes so that each appears as often as it
+// has workers, spread out (smooth weighted round robin).
+func weightedOrder(groups []*group) []int {
+	total := 0
+	for _, g := range groups {
+		total += len(g.workers)
+	}
+	cur := make([]int, len(groups))
+	order := make([]int, 0, total)
+	for range total {
+		best := 0
+		for i, g := range groups {
+			cur[i] += len(g.workers)
+			if cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= total
+		order = append(order, best)
+	}
+	return order
+}
+
+// Workers returns the number of workers.
+func (p *Pool) Workers() int { return len(p.workers) }
+
+// Nodes returns the OS IDs of the nodes that have worker groups (-1 for
+// allowed CPUs on no node), in group order.
+func (p *Pool) Nodes() []int {
+	out := make([]int, len(p.groups))
+	for i, g := range p.groups {
+		out[i] = g.node.ID
+	}
+	return out
+}
+
+// Topology returns the topology the pool was built on.
+func (p *Pool) Topology() *topology.Topology { return p.topo }
+
+// Binding returns how the workers are bound.
+func (p *Pool) Binding() pin.Binding { return p.cfg.binding }
+
+// Submit queues fn to run on some worker. The node is chosen round robin,
+// weighted by the number of workers of each node, so that a stream of
+// submissions spreads over the machine. With WithShardBound, Submit waits
+// while the node's queue is full; TrySubmit does not. It returns
+// ErrClosed after Close, and an error for a nil fn.
+func (p *Pool) Submit(fn func(*Worker)) error {
+	return p.submit(context.Background(), p.nextGroup(), fn, -1, true)
+}
+
+// TrySubmit is Submit that returns ErrFull instead of waiting for room.
+func (p *Pool) TrySubmit(fn func(*Worker)) error {
+	return p.submit(context.Background(), p.nextGroup(), fn, -1, false)
+}
+
+// SubmitCtx is Submit that gives up waiting for room when ctx is done.
+func (p *Pool) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
+	return p.submit(ctx, p.nextGroup(), fn, -1, true)
+}
+
+// SubmitTo queues fn on the given NUMA node (its OS ID). The preference
+// is soft: when the node's workers are busy and others idle, the task may
+// be stolen by another node. It returns an error naming the node when the
+// pool has no worker group for it.
+func (p *Pool) SubmitTo(node int, fn func(*Worker)) error {
+	g, err := p.groupOf(node)
+	if err != nil {
+		return err
+	}
+	return p.submit(context.Background(), g, fn, -1, true)
+}
+
+// SubmitToStrict queues fn on the given NUMA node and keeps it there: it
+// runs only on that node's workers.
+func (p *Pool) SubmitToStrict(node int, fn func(*Worker)) error {
+	g, err := p.groupOf(node)
+	if err != nil {
+		return err
+	}
+	return p.submit(context.Background(), g, fn, int32(g.index), true)
+}
+
+func (p *Pool) groupOf(node int) (*group, error) {
+	for _, g := range p.groups {
+		if g.node.ID == node {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("pool: no worker group for node %d (nodes: %v)", node, p.Nodes())
+}
+
+func (p *Pool) nextGroup() *group {
+	if len(p.order) == 1 {
+		return p.groups[0]
+	}
+	return p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+}
+
+func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
+	if fn == nil {
+		return errors.New("pool: nil task function")
+	}
+	if p.state.Load() != running {
+		return ErrClosed
+	}
+	t := &task{fn: fn, home: home}
+	if g.slots != nil {
+		select {
+		case g.slots <- struct{}{}:
+		default:
+			if !wait {
+				return ErrFull
+			}
+			select {
+			case g.slots <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.drained:
+				return ErrClosed
+			}
+		}
+		t.slot = g
+	}
+	if err := g.inject.Push(t); err != nil {
+		t.release()
+		return ErrClosed
+	}
+	p.idle.notify(g.index)
+	return nil
+}
+
+// release gives back the task's place under its group's bound, once.
+func (t *task) release() {
+	if t.slot != nil {
+		<-t.slot.slots
+		t.slot = nil
+	}
+}
+
+// Close stops intake (Submit returns ErrClosed), runs every task already
+// queued and every task those spawn, then stops the workers; their
+// threads exit with them. It returns when they have. Close is
+// idempotent.
+func (p *Pool) Close() error {
+	_, err := p.Shutdown(context.Background())
+	return err
+}
+
+// Shutdown is Close that gives up at ctx's deadline: queued tasks not yet
+// started are then dropped and counted, tasks already running finish,
+// and Shutdown returns how many tasks were abandoned with ctx.Err().
+func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
+	p.closeOnce.Do(func() {
+		p.state.CompareAndSwap(running, closing)
+		for _, g := range p.groups {
+			g.inject.Close()
+		}
+		p.idle.wakeAll()
+	})
+	select {
+	case <-p.drained:
+	case <-ctx.Done():
+		p.state.Store(aborting)
+		p.idle.wakeAll()
+		err = ctx.Err()
+	}
+	p.exited.Wait()
+	if err != nil {
+		n := p.dropQueued()
+		p.abandoned.Add(int64(n))
+	}
+	return int(p.abandoned.Load()), err
+}
+
+// stop ends the workers at once (New failing under WithStrict).
+func (p *Pool) stop() {
+	p.state.Store(aborting)
+	p.idle.wakeAll()
+	p.exited.Wait()
+}
+
+// dropQueued empties every queue after the workers have stopped and
+// returns how many tasks it dropped.
+func (p *Pool) dropQueued() int {
+	n := 0
+	for _, w := range p.workers {
+		if t := w.lifo.Swap(nil); t != nil {
+			n++
+		}
+		for {
+			if _, ok := w.local.Pop(); !ok {
+				break
+			}
+			n++
+		}
+	}
+	for _, g := range p.groups {
+		for {
+			t, ok := g.inject.Pop()
+			if !ok {
+				break
+			}
+			t.release()
+			n++
+		}
+	}
+	return n
+}
+
+// pendingWork reports whether any queue holds a task.
+func (p *Pool) pendingWork() bool {
+	for _, g := range p.groups {
+		if !g.inject.IsEmpty() {
+			return true
+		}
+	}
+	for _, w := range p.workers {
+		if !w.stealer.IsEmpty() || w.lifo.Load() != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,353 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/numapool/numapool/steal"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("NUMAPOOL_TEST_PANIC_CHILD") == "1" {
+		panicChild()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func newTestPool(t *testing.T, opts ...Option) *Pool {
+	t.Helper()
+	p, err := newPool(append(opts, WithoutEnv()), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Every task runs exactly once: submissions from many goroutines (Submit
+// and SubmitTo, soft and strict), each task spawning two children; Close
+// drains everything.
+func TestExactlyOnce(t *testing.T) {
+	total := 1_000_000
+	if testing.Short() {
+		total = 30_000
+	}
+	for _, spec := range []string{"", "2x2", "4x1"} {
+		t.Run("spec="+spec, func(t *testing.T) {
+			var opts []Option
+			if spec != "" {
+				opts = append(opts, WithSpec(spec))
+			}
+			p := newTestPool(t, opts...)
+			roots := total / 3
+			runs := make([]atomic.Int32, roots*3)
+			leaf := func(id int) func(*Worker) { return func(*Worker) { runs[id].Add(1) } }
+			root := func(id int) func(*Worker) {
+				return func(w *Worker) {
+					runs[id].Add(1)
+					w.Spawn(leaf(roots + 2*id))
+					w.Spawn(leaf(roots + 2*id + 1))
+				}
+			}
+			nodes := p.Nodes()
+			const submitters = 4
+			var wg sync.WaitGroup
+			for s := range submitters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for id := s; id < roots; id += submitters {
+						var err error
+						switch id % 3 {
+						case 0:
+							err = p.Submit(root(id))
+						case 1:
+							err = p.SubmitTo(nodes[id%len(nodes)], root(id))
+						default:
+							err = p.SubmitToStrict(nodes[id%len(nodes)], root(id))
+						}
+						if err != nil {
+							t.Errorf("submit %d: %v", id, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for id := range runs {
+				if n := runs[id].Load(); n != 1 {
+					if bad < 5 {
+						t.Errorf("task %d ran %d times", id, n)
+					}
+					bad++
+				}
+			}
+			st := p.Stats()
+			if st.Total.TasksRun != uint64(len(runs)) || st.Total.Spawned != uint64(2*roots) {
+				t.Errorf("stats: %d run, %d spawned; want %d, %d", st.Total.TasksRun, st.Total.Spawned, len(runs), 2*roots)
+			}
+			if bad > 0 {
+				t.Fatalf("%d tasks did not run exactly once", bad)
+			}
+		})
+	}
+}
+
+// Strict submissions run only on their node.
+func TestSubmitToStrictStaysOnNode(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"), WithSteal(steal.Flat))
+	defer p.Close()
+	var wrong atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 2000 {
+		node := p.Nodes()[i%2]
+		wg.Add(1)
+		if err := p.SubmitToStrict(node, func(w *Worker) {
+			defer wg.Done()
+			if w.Node() != node {
+				wrong.Add(1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d strict tasks ran on another node", n)
+	}
+}
+
+// One task at a time, waited for: a lost wake-up would hang.
+func TestNoLostWakeups(t *testing.T) {
+	rounds := 100_000
+	if testing.Short() {
+		rounds = 10_000
+	}
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	done := make(chan struct{})
+	for i := range rounds {
+		var err error
+		if i%2 == 0 {
+			err = p.Submit(func(*Worker) { done <- struct{}{} })
+		} else {
+			err = p.SubmitTo(p.Nodes()[i%len(p.Nodes())], func(w *Worker) {
+				w.Spawn(func(*Worker) { done <- struct{}{} })
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: task never ran (lost wake-up)", i)
+		}
+	}
+}
+
+// An idle pool sleeps: its workers burn (almost) no CPU.
+func TestIdleCostsNoCPU(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("process CPU time is read with getrusage")
+	}
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	for range 100 { // warm up and let the workers park
+		_ = p.Submit(func(*Worker) {})
+	}
+	time.Sleep(50 * time.Millisecond)
+	before := processCPU()
+	time.Sleep(300 * time.Millisecond)
+	used := processCPU() - before
+	if used > 30*time.Millisecond {
+		t.Errorf("idle pool used %v of CPU in 300ms", used)
+	}
+	t.Logf("idle pool used %v of CPU in 300ms", used)
+}
+
+func TestCloseDrainsAndRefuses(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	var ran atomic.Int32
+	block := make(chan struct{})
+	_ = p.Submit(func(*Worker) { <-block })
+	for range 1000 {
+		_ = p.Submit(func(w *Worker) { ran.Add(1); w.Spawn(func(*Worker) { ran.Add(1) }) })
+	}
+	time.AfterFunc(20*time.Millisecond, func() { close(block) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ran.Load(); n != 2000 {
+		t.Errorf("Close ran %d of 2000 tasks", n)
+	}
+	if err := p.Submit(func(*Worker) {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestShutdownReportsAbandoned(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	block := make(chan struct{})
+	started := make(chan struct{})
+	_ = p.Submit(func(*Worker) { close(started); <-block })
+	<-started
+	for range 100 {
+		_ = p.Submit(func(*Worker) {})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	time.AfterFunc(60*time.Millisecond, func() { close(block) })
+	n, err := p.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || n != 100 {
+		t.Errorf("Shutdown = %d, %v; want 100 abandoned, DeadlineExceeded", n, err)
+	}
+	if p.Stats().Abandoned != 100 {
+		t.Errorf("Stats().Abandoned = %d", p.Stats().Abandoned)
+	}
+}
+
+func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
+	var got atomic.Value
+	p := newTestPool(t, WithWorkers(1), WithPanicHandler(func(v any, stack []byte) {
+		got.Store(fmt.Sprintf("%v|%s", v, stack))
+	}))
+	_ = p.Submit(func(*Worker) { panic("boom") })
+	var after atomic.Bool
+	_ = p.Submit(func(*Worker) { after.Store(true) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := got.Load().(string)
+	if !strings.HasPrefix(s, "boom|") || !strings.Contains(s, "pool_test.go") {
+		t.Errorf("handler got %q", s)
+	}
+	if !after.Load() {
+		t.Error("the worker did not live on after a panic")
+	}
+}
+
+func panicChild() {
+	p, err := New(WithWorkers(1), WithoutEnv())
+	if err != nil {
+		os.Exit(3)
+	}
+	_ = p.Submit(func(*Worker) { panic("unhandled-boom") })
+	time.Sleep(5 * time.Second)
+	os.Exit(0) // not reached: the panic ends the process
+}
+
+// Without a handler a task's panic fails the process, like an unrecovered
+// panic in a goroutine.
+func TestPanicWithoutHandlerCrashes(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "NUMAPOOL_TEST_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "unhandled-boom") {
+		t.Errorf("child: %v\n%s", err, out)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	if err := p.Submit(nil); err == nil {
+		t.Error("Submit(nil) accepted")
+	}
+	if err := p.SubmitTo(42, func(*Worker) {}); err == nil || !strings.Contains(err.Error(), "42") {
+		t.Errorf("SubmitTo(42): %v", err)
+	}
+}
+
+func TestBoundedShard(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1), WithShardBound(4))
+	block := make(chan struct{})
+	started := make(chan struct{})
+	_ = p.Submit(func(*Worker) { close(started); <-block })
+	<-started
+	full := 0
+	for range 10 {
+		if err := p.TrySubmit(func(*Worker) {}); errors.Is(err, ErrFull) {
+			full++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if full != 6 {
+		t.Errorf("%d of 10 TrySubmits were refused, want 6 (bound 4)", full)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := p.SubmitCtx(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("SubmitCtx on a full shard: %v", err)
+	}
+	close(block)
+	if err := p.Submit(func(*Worker) {}); err != nil { // waits for room
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkerMisusePanics(t *testing.T) {
+	if useLIFO {
+		t.Skip("the owner check is compiled in with -race only")
+	}
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	ch := make(chan *Worker)
+	_ = p.Submit(func(w *Worker) { ch <- w })
+	w := <-ch
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Spawn") {
+			t.Errorf("Spawn from a foreign goroutine: recover() = %v", r)
+		}
+	}()
+	w.Spawn(func(*Worker) {})
+}
+
+func TestStatsAndExplain(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		_ = p.Submit(func(*Worker) { wg.Done() })
+	}
+	wg.Wait()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if len(st.Workers) != 2 || len(st.Nodes) != 2 || st.Total.TasksRun != 100 {
+		t.Errorf("stats %+v", st)
+	}
+	ex := p.Explain()
+	for _, want := range []string{"2 workers on 2 node groups", "synthetic:2x1", "numa_domains", "hierarchical", "node 0", "node 1", "worker 1"} {
+		if !strings.Contains(ex, want) {
+			t.Errorf("Explain lacks %q:\n%s", want, ex)
+		}
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(ex, "thread bound to") {
+		t.Errorf("Explain:\n%s", ex)
+	}
+}

@@ -1,0 +1,38 @@
+//go:build race
+
+package pool
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"strconv"
+)
+
+// useLIFO is off under the race detector, so that tests see tasks run in
+// more orders (as the runtime's randomizeScheduler does).
+const useLIFO = false
+
+// ownerID remembers the worker's goroutine so that a Worker used from
+// another goroutine panics instead of corrupting its queue. The check
+// parses runtime.Stack, so it is compiled in only with -race.
+type ownerID struct{ id uint64 }
+
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	n, _ := strconv.ParseUint(string(b), 10, 64)
+	return n
+}
+
+func (o *ownerID) set() { o.id = goid() }
+
+func (o *ownerID) check(method string) {
+	if g := goid(); g != o.id {
+		panic(fmt.Sprintf("pool: Worker.%s called from goroutine %d, not from a task on the worker (goroutine %d)", method, g, o.id))
+	}
+}

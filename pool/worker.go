@@ -1,0 +1,393 @@
+package pool
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/queue"
+	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
+)
+
+const (
+	maxLIFORuns     = 3                      // LIFO tasks in a row before the queue gets a turn
+	initialInterval = 61                     // fairness interval before tuning (Tokio, from Go)
+	targetLookEvery = 200 * time.Microsecond // of work between looks at the shard
+	publishEvery    = 64                     // tasks between stats publications
+)
+
+// Worker is one worker: a goroutine locked to an OS thread bound to its
+// CPUs, with its own run queue. A task receives the worker that runs it;
+// the worker's methods may be called only from inside that task (the
+// worker's own goroutine).
+type Worker struct {
+	pool    *Pool
+	group   *group
+	id      int
+	cpu     int // the topology CPU the worker is placed on
+	local   *queue.Local[*task]
+	stealer *queue.Stealer[*task]
+	// lifo holds the task spawned last; thieves may take it on their last
+	// pass, so it is atomic.
+	lifo   atomic.Pointer[task]
+	wakeCh chan struct{}
+
+	// Owner-only state.
+	rng       steal.Rand
+	searching bool
+	tick      uint32
+	interval  uint32
+	meanTask  float64 // EWMA of task duration, ns
+	lookStart time.Time
+	lifoRuns  int
+	batch     []*task
+	c         Counters // written by the owner only; published to pub
+	pub       published
+	bound     topology.CPUSet // the OS CPUs the thread is bound to
+	owner     ownerID
+}
+
+func newWorker(p *Pool, g *group, id, cpu int) *Worker {
+	l, s := queue.New[*task]()
+	interval := initialInterval
+	if p.cfg.interval > 0 {
+		interval = p.cfg.interval
+	}
+	return &Worker{
+		pool: p, group: g, id: id, cpu: cpu, local: l, stealer: s,
+		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
+		interval: uint32(interval),
+	}
+}
+
+// ID returns the worker's index in the pool (0..Workers()-1).
+func (w *Worker) ID() int { return w.id }
+
+// Node returns the OS ID of the worker's NUMA node (-1 for CPUs on no node).
+func (w *Worker) Node() int { return w.group.node.ID }
+
+// CPU returns the CPU the worker is placed on (a synthetic CPU number in a
+// synthetic topology).
+func (w *Worker) CPU() int { return w.cpu }
+
+// Pool returns the worker's pool.
+func (w *Worker) Pool() *Pool { return w.pool }
+
+// Spawn queues fn on this worker: it goes to the worker's LIFO slot and
+// runs next, unless another idle worker steals it; the slot's previous
+// task moves to the back of the worker's queue, where idle workers of the
+// node steal from. Call it only from a task running on w.
+func (w *Worker) Spawn(fn func(*Worker)) {
+	if fn == nil {
+		panic("pool: Spawn of a nil function")
+	}
+	w.owner.check("Spawn")
+	w.c.Spawned++
+	t := &task{fn: fn, home: -1}
+	if !useLIFO {
+		w.push(t)
+	} else if prev := w.lifo.Swap(t); prev != nil {
+		w.push(prev)
+	}
+	w.pool.idle.notify(w.group.index)
+}
+
+// push appends t to the worker's queue, overflowing to the node's shard.
+func (w *Worker) push(t *task) {
+	if w.local.Push(t, w.group.inject) {
+		w.c.Overflows++
+	}
+}
+
+// wake gives the worker a wake-up token; a second one before it is used
+// is dropped (waking is idempotent).
+func (w *Worker) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// main is the worker's goroutine: bind, loop, put the mask back, end.
+func (w *Worker) main(placed chan<- error) {
+	defer w.pool.exited.Done()
+	w.owner.set()
+	var th *pin.Thread
+	cpus, err := bindSet(w.pool.topo, w.pool.cfg.binding, w.cpu)
+	if err == nil {
+		th, err = pin.Lock(cpus)
+	}
+	if err != nil {
+		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
+		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
+	} else {
+		w.bound = cpus
+	}
+	placed <- err
+	w.lookStart = time.Now()
+	w.loop()
+	w.publish()
+	if th != nil {
+		_ = th.RestoreMask()
+	}
+	// Return still locked: the runtime ends this thread with the goroutine.
+}
+
+func (w *Worker) loop() {
+	p := w.pool
+	for {
+		if p.state.Load() == aborting {
+			return
+		}
+		t := w.next()
+		if t == nil {
+			t = w.search()
+		}
+		if t != nil {
+			w.run(t)
+			continue
+		}
+		if !w.park() {
+			return
+		}
+	}
+}
+
+// next returns the next local task: every interval ticks one from the
+// node's shard first (fairness), else the LIFO slot (at most
+// maxLIFORuns in a row), the local queue, a batch from the node's shard.
+func (w *Worker) next() *task {
+	w.tick++
+	if w.tick%w.interval == 0 {
+		w.tune()
+		if t := w.fromShard(w.group, 1); t != nil {
+			return t
+		}
+	}
+	if w.lifoRuns < maxLIFORuns {
+		if t := w.lifo.Swap(nil); t != nil {
+			w.lifoRuns++
+			w.c.LIFOHits++
+			return t
+		}
+	} else if t := w.lifo.Swap(nil); t != nil {
+		w.push(t) // the slot had its turns: to the back of the queue
+	}
+	w.lifoRuns = 0
+	if t, ok := w.local.Pop(); ok {
+		return t
+	}
+	return w.fromShard(w.group, 0)
+}
+
+// tune sets the fairness interval so that about targetLookEvery of work
+// passes between looks at the shard (Tokio's self-tuning), from the mean
+// task time over the last interval.
+func (w *Worker) tune() {
+	now := time.Now()
+	elapsed := now.Sub(w.lookStart)
+	w.lookStart = now
+	if w.pool.cfg.interval > 0 {
+		return
+	}
+	mean := float64(elapsed.Nanoseconds()) / float64(w.interval)
+	if w.meanTask == 0 {
+		w.meanTask = mean
+	} else {
+		w.meanTask = 0.9*w.meanTask + 0.1*mean
+	}
+	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
+	w.interval = min(max(n, 2), 127)
+}
+
+// fromShard takes tasks from group g's shard into the local queue and
+// returns the first: n of them, or with n == 0 a fair share,
+// min(len/workers + 1, free/2).
+func (w *Worker) fromShard(g *group, n int) *task {
+	if g.inject.IsEmpty() {
+		return nil
+	}
+	if n == 0 {
+		n = min(g.inject.Len()/len(g.workers)+1, w.local.Free()/2)
+	}
+	w.batch = g.inject.PopN(w.batch[:0], max(n, 1))
+	if len(w.batch) == 0 {
+		return nil
+	}
+	for _, t := range w.batch {
+		t.release()
+	}
+	if g == w.group {
+		w.c.InjectPulls++
+	} else {
+		w.c.StealsCrossNode++
+		w.c.TasksStolenCrossNode += uint64(len(w.batch))
+	}
+	t := w.batch[0]
+	w.local.PushBatch(w.batch[1:])
+	clear(w.batch)
+	return t
+}
+
+// search looks for work elsewhere, in victim order: the node's workers
+// and shard, then (one searcher per node at a time) the other nodes. The
+// second pass also takes a victim's LIFO slot when its queue is empty, so
+// that a task spawned before a long one is not stranded.
+func (w *Worker) search() *task {
+	p := w.pool
+	if !w.searching {
+		if !p.idle.tryStartSearching() {
+			return nil
+		}
+		w.searching = true
+	}
+	var found *task
+	for pass := range 2 {
+		visit := func(v steal.Victim) bool {
+			found = w.stealFrom(v, pass == 1)
+			return found != nil
+		}
+		if p.cfg.mode == steal.Flat {
+			p.layout.Flat(w.id, &w.rng, visit)
+		} else if !p.layout.Local(w.id, &w.rng, visit) && len(p.groups) > 1 &&
+			w.group.crossSearching.CompareAndSwap(false, true) {
+			p.layout.Remote(w.id, &w.rng, visit)
+			w.group.crossSearching.Store(false)
+		}
+		if found != nil {
+			w.searching = false
+			if p.idle.stopSearching() {
+				p.idle.notify(w.group.index) // the last searcher found work: keep it spreading
+			}
+			return found
+		}
+	}
+	return nil
+}
+
+func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
+	p := w.pool
+	if v.IsShard() {
+		return w.fromShard(p.groups[v.Node], 0)
+	}
+	vw := p.workers[v.Worker]
+	before := w.local.Len()
+	t, ok := vw.stealer.StealInto(w.local)
+	n := uint64(w.local.Len() - before + 1)
+	if !ok && lifo && vw.stealer.IsEmpty() {
+		t = vw.lifo.Swap(nil)
+		ok, n = t != nil, 1
+	}
+	if !ok {
+		return nil
+	}
+	if v.Node == w.group.index {
+		w.c.StealsInNode++
+		w.c.TasksStolenInNode += n
+	} else {
+		w.c.StealsCrossNode++
+		w.c.TasksStolenCrossNode += n
+	}
+	return t
+}
+
+// run runs t on this worker, or sends it home if it must stay on another
+// node.
+func (w *Worker) run(t *task) {
+	if t.home >= 0 && int(t.home) != w.group.index {
+		home := w.pool.groups[t.home]
+		home.inject.Requeue(t)
+		w.pool.idle.notify(home.index)
+		return
+	}
+	w.c.TasksRun++
+	w.call(t)
+	if w.c.TasksRun%publishEvery == 0 {
+		w.publish()
+	}
+}
+
+// call runs the task's function, recovering a panic: the worker lives on.
+func (w *Worker) call(t *task) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.pool.taskPanicked(r, debug.Stack())
+		}
+	}()
+	t.fn(w)
+}
+
+// taskPanicked hands a task's panic to the handler, or, without one,
+// panics again so that the process fails as with any unrecovered panic.
+func (p *Pool) taskPanicked(value any, stack []byte) {
+	if p.cfg.panicHandler == nil {
+		// Still inside the deferred call: the panicking frames are on the
+		// stack, so the crash report shows where the task failed.
+		panic(value)
+	}
+	p.cfg.panicHandler(value, stack)
+}
+
+// park sleeps until there is work, and reports false when the worker
+// must end (the pool drained after Close, or Shutdown gave up).
+func (w *Worker) park() bool {
+	p := w.pool
+	if w.lifo.Load() != nil || !w.local.IsEmpty() {
+		return true // a worker with local work never parks
+	}
+	w.publish()
+	last, allParked := p.idle.toParked(w, w.searching)
+	w.searching = false
+	if last && p.pendingWork() {
+		p.idle.notify(w.group.index)
+	}
+	if allParked && p.state.Load() != running {
+		// Every worker is parked and intake is closed: if no queue holds
+		// a task, nothing can make one.
+		if p.pendingWork() {
+			p.idle.notify(w.group.index)
+		} else {
+			p.finishDrain()
+		}
+	}
+	for {
+		if p.state.Load() == aborting || p.isDrained() {
+			p.idle.unparkSelf(w)
+			return false
+		}
+		<-w.wakeCh
+		w.c.Parks++
+		if p.state.Load() == aborting || p.isDrained() {
+			p.idle.unparkSelf(w)
+			return false
+		}
+		if !p.idle.isParked(w) {
+			w.searching = true // notify counted this worker as searching
+			return true
+		}
+		if p.state.Load() == closing {
+			p.idle.unparkSelf(w) // Close woke everyone: look once more
+			return true
+		}
+		// A stale token: sleep again.
+	}
+}
+
+func (p *Pool) isDrained() bool {
+	select {
+	case <-p.drained:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Pool) finishDrain() {
+	p.drainOnce.Do(func() {
+		close(p.drained)
+		p.idle.wakeAll()
+	})
+}
