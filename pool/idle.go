@@ -63,28 +63,37 @@ func (id *idle) init(p *Pool) {
 // already do. The check and the increment are not one step, so now and
 // then one more searcher gets in: the limit is an optimisation, not an
 // invariant.
-func (id *idle) tryStartSearching() bool {
+func (id *idle) tryStartSearching(g *group) bool {
 	if 2*id.searching.Load() >= id.n {
 		return false
 	}
 	id.searching.Add(1)
+	g.searching.Add(1)
 	return true
 }
 
 // stopSearching ends a search; it reports whether the caller was the last
 // searcher.
-func (id *idle) stopSearching() bool {
+func (id *idle) stopSearching(g *group) bool {
+	g.searching.Add(-1)
 	return id.searching.Add(-1) == 0
 }
 
-// notify wakes a parked worker for new work in group g, unless a worker is
-// searching (it will find the work) or none is parked.
+// notify wakes a parked worker for new work in group g, unless a worker
+// is searching that will find it: one of g's own, or, when g has no
+// sleeper to wake, any. A searcher of another node would take the work
+// across nodes, so it does not stop g's sleepers from being woken.
 func (id *idle) notify(g int) {
-	if id.searching.Load() != 0 || id.unparked.Load() >= id.n {
+	grp := id.p.groups[g]
+	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n {
+		return
+	}
+	if id.searching.Load() != 0 && grp.sleeping.Load() == 0 {
 		return
 	}
 	id.mu.Lock()
-	if id.searching.Load() != 0 || id.unparked.Load() >= id.n {
+	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n ||
+		(id.searching.Load() != 0 && len(id.sleepers[g]) == 0) {
 		id.mu.Unlock()
 		return
 	}
@@ -93,6 +102,7 @@ func (id *idle) notify(g int) {
 		if s := id.sleepers[o]; len(s) > 0 {
 			w = s[len(s)-1]
 			id.sleepers[o] = s[:len(s)-1]
+			id.p.groups[o].sleeping.Add(-1)
 			break
 		}
 	}
@@ -104,6 +114,7 @@ func (id *idle) notify(g int) {
 	// The woken worker starts out searching (Tokio does the same), so
 	// that more notifications do not wake a crowd.
 	id.searching.Add(1)
+	w.group.searching.Add(1)
 	id.unparked.Add(1)
 	id.mu.Unlock()
 	w.wake()
@@ -115,10 +126,12 @@ func (id *idle) toParked(w *Worker, searching bool) (lastSearcher, allParked boo
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if searching {
+		w.group.searching.Add(-1)
 		lastSearcher = id.searching.Add(-1) == 0
 	}
 	id.parked[w.id] = true
 	id.sleepers[w.group.index] = append(id.sleepers[w.group.index], w)
+	w.group.sleeping.Add(1)
 	return lastSearcher, id.unparked.Add(-1) == 0
 }
 
@@ -143,6 +156,7 @@ func (id *idle) unparkSelf(w *Worker) {
 	for i, o := range s {
 		if o == w {
 			id.sleepers[w.group.index] = append(s[:i], s[i+1:]...)
+			w.group.sleeping.Add(-1)
 			break
 		}
 	}

@@ -43,6 +43,8 @@ type group struct {
 	// crossSearching is set while one of the group's workers searches
 	// other nodes: at most one does at a time.
 	crossSearching atomic.Bool
+	searching      atomic.Int32 // the group's workers searching
+	sleeping       atomic.Int32 // the group's workers parked
 }
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any

@@ -239,7 +239,7 @@ func (w *Worker) fromShard(g *group, n int) *task {
 func (w *Worker) search() *task {
 	p := w.pool
 	if !w.searching {
-		if !p.idle.tryStartSearching() {
+		if !p.idle.tryStartSearching(w.group) {
 			return nil
 		}
 		w.searching = true
@@ -258,11 +258,7 @@ func (w *Worker) search() *task {
 			w.group.crossSearching.Store(false)
 		}
 		if found != nil {
-			w.searching = false
-			if p.idle.stopSearching() {
-				p.idle.notify(w.group.index) // the last searcher found work: keep it spreading
-			}
-			return found
+			return found // run ends the search
 		}
 	}
 	return nil
@@ -302,6 +298,14 @@ func (w *Worker) run(t *task) {
 		home.inject.Requeue(t)
 		w.pool.idle.notify(home.index)
 		return
+	}
+	if w.searching {
+		// Found work (by stealing, or from the queues after a wake-up):
+		// stop searching; the last searcher wakes another to keep looking.
+		w.searching = false
+		if w.pool.idle.stopSearching(w.group) {
+			w.pool.idle.notify(w.group.index)
+		}
 	}
 	w.c.TasksRun++
 	w.call(t)

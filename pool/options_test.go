@@ -1,0 +1,100 @@
+package pool
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/steal"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestEnvironmentDefaults(t *testing.T) {
+	p, err := newPool(nil, env(map[string]string{
+		EnvNumWorkers: "3", EnvPlaces: "cores", EnvSteal: "flat", EnvTopology: "2x2",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Workers() != 3 || p.cfg.binding != pin.Cores || p.cfg.mode != steal.Flat || len(p.Nodes()) != 2 {
+		t.Errorf("workers %d binding %v mode %v nodes %v", p.Workers(), p.cfg.binding, p.cfg.mode, p.Nodes())
+	}
+}
+
+func TestOptionsWinOverEnvironment(t *testing.T) {
+	p, err := newPool([]Option{WithWorkers(2), WithBinding(pin.None), WithSteal(steal.Hierarchical), WithSpec("2x1")},
+		env(map[string]string{EnvNumWorkers: "5", EnvPlaces: "threads", EnvSteal: "flat", EnvTopology: "4x1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Workers() != 2 || p.cfg.binding != pin.None || p.cfg.mode != steal.Hierarchical || len(p.Nodes()) != 2 {
+		t.Errorf("workers %d binding %v mode %v nodes %v", p.Workers(), p.cfg.binding, p.cfg.mode, p.Nodes())
+	}
+}
+
+func TestNodesRestriction(t *testing.T) {
+	p, err := newPool([]Option{WithSpec("4x1")}, env(map[string]string{EnvNodes: "1,3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Nodes(); len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Errorf("nodes %v, want [1 3]", got)
+	}
+}
+
+func TestBadConfigurationNamesTheValue(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		env  map[string]string
+		want string
+	}{
+		{nil, map[string]string{EnvNumWorkers: "zero"}, EnvNumWorkers},
+		{nil, map[string]string{EnvNumWorkers: "-2"}, "-2"},
+		{nil, map[string]string{EnvPlaces: "sockets"}, "sockets"},
+		{nil, map[string]string{EnvSteal: "random"}, "random"},
+		{nil, map[string]string{EnvTopology: "2x"}, "2x"},
+		{nil, map[string]string{EnvNodes: "a"}, EnvNodes},
+		{[]Option{WithWorkers(0)}, nil, "WithWorkers(0)"},
+		{[]Option{WithShardBound(-1)}, nil, "WithShardBound(-1)"},
+		{[]Option{WithFairnessInterval(0)}, nil, "WithFairnessInterval(0)"},
+		{[]Option{WithSpec("2x1"), WithNodes(7)}, nil, "7"},
+		{[]Option{WithSpec("2x1"), WithNodes(0, 7), WithStrict()}, nil, "node 7"},
+		{[]Option{WithSpec("4x1"), WithWorkers(2), WithStrict()}, nil, "2 workers"},
+		{[]Option{nil}, nil, "nil Option"},
+	} {
+		p, err := newPool(tc.opts, env(tc.env))
+		if err == nil {
+			p.Close()
+			t.Errorf("%v %v: accepted", tc.opts, tc.env)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %q does not name %q", err, tc.want)
+		}
+	}
+}
+
+// Without WithStrict, a node that cannot be had is recorded, not fatal.
+func TestDegradationIsVisible(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"), WithNodes(0, 9))
+	defer p.Close()
+	if ex := p.Explain(); !strings.Contains(ex, "node 9") {
+		t.Errorf("Explain does not say node 9 was dropped:\n%s", ex)
+	}
+}
+
+func TestApportion(t *testing.T) {
+	real := newTestPool(t, WithSpec("0;1")) // two single-CPU nodes
+	defer real.Close()
+	p := newTestPool(t, WithSpec("1x4"), WithWorkers(2))
+	defer p.Close()
+	if p.Workers() != 2 {
+		t.Errorf("%d workers", p.Workers())
+	}
+}
