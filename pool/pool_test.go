@@ -23,7 +23,12 @@ func TestMain(m *testing.M) {
 		panicChild()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// ants (a baseline in bench_test.go) starts a default pool with
+		// these two goroutines when its package initialises.
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	)
 }
 
 func newTestPool(t *testing.T, opts ...Option) *Pool {

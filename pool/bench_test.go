@@ -1,0 +1,165 @@
+package pool
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/panjf2000/ants/v2"
+)
+
+// Benchmarks of the pool against the usual alternatives, in the same run:
+// a goroutine per task with a WaitGroup, and ants. ns/op is per task.
+
+func benchPool(b *testing.B, opts ...Option) *Pool {
+	b.Helper()
+	p, err := New(append(opts, WithoutEnv())...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// External submission: one goroutine submits b.N empty tasks.
+func BenchmarkSubmit(b *testing.B) {
+	p := benchPool(b)
+	var wg sync.WaitGroup
+	wg.Add(b.N)
+	task := func(*Worker) { wg.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = p.Submit(task)
+	}
+	wg.Wait()
+}
+
+func BenchmarkSubmitGoroutine(b *testing.B) {
+	var wg sync.WaitGroup
+	wg.Add(b.N)
+	b.ReportAllocs()
+	for range b.N {
+		go wg.Done()
+	}
+	wg.Wait()
+}
+
+func BenchmarkSubmitAnts(b *testing.B) {
+	ap, err := ants.NewPool(runtime.GOMAXPROCS(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = ap.ReleaseTimeout(5 * time.Second) }()
+	var wg sync.WaitGroup
+	wg.Add(b.N)
+	task := func() { wg.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = ap.Submit(task)
+	}
+	wg.Wait()
+}
+
+// Spawning from inside tasks: roots each spawn 1000 children (Tokio's
+// spawn_many shape).
+func BenchmarkSpawn(b *testing.B) {
+	p := benchPool(b)
+	const fan = 1000
+	var wg sync.WaitGroup
+	leaf := func(*Worker) { wg.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += fan {
+		n := min(fan, b.N-i)
+		wg.Add(n)
+		_ = p.Submit(func(w *Worker) {
+			for range n {
+				w.Spawn(leaf)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkSpawnGoroutine(b *testing.B) {
+	const fan = 1000
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += fan {
+		n := min(fan, b.N-i)
+		wg.Add(n)
+		go func() {
+			for range n {
+				go wg.Done()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkSpawnAnts(b *testing.B) {
+	ap, err := ants.NewPool(runtime.GOMAXPROCS(0), ants.WithNonblocking(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = ap.ReleaseTimeout(5 * time.Second) }()
+	const fan = 1000
+	var wg sync.WaitGroup
+	leaf := func() { wg.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += fan {
+		n := min(fan, b.N-i)
+		wg.Add(n)
+		// ants has no spawn-from-inside: a task submitting to its own pool
+		// can deadlock a full pool, so the fan-out runs on a goroutine.
+		go func() {
+			for range n {
+				_ = ap.Submit(leaf)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Ping-pong: submit one task, wait for it, repeat; ns/op is the round
+// trip, including waking a parked worker.
+func BenchmarkPingPong(b *testing.B) {
+	p := benchPool(b)
+	done := make(chan struct{})
+	task := func(*Worker) { done <- struct{}{} }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = p.Submit(task)
+		<-done
+	}
+}
+
+func BenchmarkPingPongGoroutine(b *testing.B) {
+	done := make(chan struct{})
+	b.ReportAllocs()
+	for range b.N {
+		go func() { done <- struct{}{} }()
+		<-done
+	}
+}
+
+func BenchmarkPingPongAnts(b *testing.B) {
+	ap, err := ants.NewPool(runtime.GOMAXPROCS(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = ap.ReleaseTimeout(5 * time.Second) }()
+	done := make(chan struct{})
+	task := func() { done <- struct{}{} }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = ap.Submit(task)
+		<-done
+	}
+}
