@@ -356,3 +356,25 @@ func TestStatsAndExplain(t *testing.T) {
 		t.Errorf("Explain:\n%s", ex)
 	}
 }
+
+// A task in the LIFO slot is not stranded behind the long task that
+// spawned it: an idle worker takes it on its last pass.
+func TestLIFOTaskNotStranded(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	result := make(chan error, 1)
+	_ = p.Submit(func(w *Worker) {
+		ran := make(chan struct{})
+		w.Spawn(func(*Worker) { close(ran) })
+		// Keep this worker busy until the child has run elsewhere.
+		select {
+		case <-ran:
+			result <- nil
+		case <-time.After(10 * time.Second):
+			result <- errors.New("the spawned task was stranded in the LIFO slot of a busy worker")
+		}
+	})
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+}
