@@ -136,3 +136,20 @@ func TestTopoHonoursTaskset(t *testing.T) {
 		t.Errorf("under taskset -c %d: allowed %s", cpu, s.AllowedCPUs)
 	}
 }
+
+func TestExplain(t *testing.T) {
+	code, out, errs := runCmd("explain", "--spec", "2x1", "--places", "cores", "--steal", "flat")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	for _, want := range []string{"2 workers on 2 node groups", "binding cores", "stealing flat", "worker 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, args := range [][]string{{"explain", "--places", "sockets"}, {"explain", "--steal", "x"}, {"explain", "--spec", "0x1"}, {"explain", "--workers", "-1"}} {
+		if code, _, errs := runCmd(args...); code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%q: code %d, %q", args, code, errs)
+		}
+	}
+}
