@@ -316,3 +316,91 @@ func TestSlotsAreCleared(t *testing.T) {
 		}
 	}
 }
+
+// PopBack takes the newest task; Pop and PopBack together drain the ring
+// from both ends at every fill level.
+func TestPopBack(t *testing.T) {
+	l, _ := New[int]()
+	inj := NewInjectShard[int](0)
+	for n := 0; n <= Capacity; n++ {
+		for i := range n {
+			l.Push(i, inj)
+		}
+		var got []int
+		for i := 0; ; i++ {
+			v, ok := l.PopBack()
+			if !ok {
+				break
+			}
+			got = append(got, v)
+		}
+		if len(got) != n {
+			t.Fatalf("level %d: PopBack returned %d tasks", n, len(got))
+		}
+		for i, v := range got {
+			if v != n-1-i {
+				t.Fatalf("level %d: PopBack order %v", n, got)
+			}
+		}
+		if !l.IsEmpty() || l.Len() != 0 {
+			t.Fatalf("level %d: not empty", n)
+		}
+	}
+	for i := range Capacity {
+		l.Push(i, inj)
+	}
+	a, _ := l.Pop()
+	b, _ := l.PopBack()
+	if a != 0 || b != Capacity-1 || l.Len() != Capacity-2 {
+		t.Fatalf("Pop %d, PopBack %d, Len %d", a, b, l.Len())
+	}
+}
+
+// The owner popping the newest task races thieves for the last one:
+// with one task at a time, exactly one side gets each.
+func TestPopBackRacesThievesForTheLast(t *testing.T) {
+	rounds := 200000
+	if testing.Short() {
+		rounds = 20000
+	}
+	l, s := New[int]()
+	inj := NewInjectShard[int](0)
+	var stolen, popped, stop = make(chan int, rounds), 0, make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mine, _ := New[int]()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if v, ok := s.StealInto(mine); ok {
+				stolen <- v
+				for {
+					w, ok := mine.Pop()
+					if !ok {
+						break
+					}
+					stolen <- w
+				}
+			}
+		}
+	}()
+	for i := range rounds {
+		l.Push(i, inj)
+		if _, ok := l.PopBack(); ok {
+			popped++
+		}
+	}
+	close(stop)
+	<-done
+	// A thief descheduled mid-steal holds steal back; the ring then looks
+	// full to Push, which sends new tasks to the shard.
+	spilled := inj.Len()
+	if popped+len(stolen)+spilled != rounds || l.Len() != 0 {
+		t.Fatalf("%d popped + %d stolen + %d spilled != %d pushed (left %d)", popped, len(stolen), spilled, rounds, l.Len())
+	}
+	t.Logf("%d popped back, %d stolen, %d spilled", popped, len(stolen), spilled)
+}
