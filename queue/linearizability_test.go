@@ -19,7 +19,7 @@ import (
 type qState struct{ ring, inject string }
 
 type qInput struct {
-	op string // "push", "pop", "popback", "steal", "final"
+	op string // "push", "pop", "steal", "final"
 	v  byte   // the task pushed
 }
 
@@ -49,13 +49,6 @@ func stepQueue(s qState, in qInput, out qOutput) []qState {
 			return []qState{s}
 		case out.ok && s.ring != "" && s.ring[0] == out.v:
 			return []qState{{s.ring[1:], s.inject}}
-		}
-	case "popback":
-		switch n := len(s.ring); {
-		case !out.ok && n == 0:
-			return []qState{s}
-		case out.ok && n > 0 && s.ring[n-1] == out.v:
-			return []qState{{s.ring[:n-1], s.inject}}
 		}
 	case "steal":
 		k := len(out.stolen)
@@ -156,14 +149,9 @@ func TestLinearizable(t *testing.T) {
 					owner.Push(v, inj)
 					return qOutput{moved: inj.Len() - before}
 				})
-			} else if rng.IntN(2) == 0 {
+			} else {
 				rec.do(0, qInput{op: "pop"}, func() qOutput {
 					v, ok := owner.Pop()
-					return qOutput{v: v, ok: ok}
-				})
-			} else {
-				rec.do(0, qInput{op: "popback"}, func() qOutput {
-					v, ok := owner.PopBack()
 					return qOutput{v: v, ok: ok}
 				})
 			}
@@ -210,10 +198,6 @@ func TestModelRejectsWrongHistories(t *testing.T) {
 		"task lost": {
 			op(0, 1, 2, push(1), qOutput{}),
 			op(0, 3, 4, qInput{op: "final"}, qOutput{stolen: "|"}),
-		},
-		"pop back of the oldest": {
-			op(0, 1, 2, push(1), qOutput{}), op(0, 3, 4, push(2), qOutput{}),
-			op(0, 5, 6, qInput{op: "popback"}, qOutput{v: 1, ok: true}),
 		},
 		"task twice": {
 			op(0, 1, 2, push(1), qOutput{}),

@@ -197,55 +197,6 @@ func (l *Local[T]) Pop() (T, bool) {
 	return t, true
 }
 
-// PopBack removes and returns the newest task, for fork-join: a task
-// pushed and then taken back by its owner runs depth first, while thieves
-// take the oldest (largest) work from the other end. Owner only.
-//
-// Only the last task can be contested: a thief that read the old tail
-// claims n - n/2 of m tasks, which reaches the newest one only when m is
-// 1. So the owner first lowers tail; if tasks remain before the newest
-// it is the owner's, and if the newest is the only one the owner claims
-// it with a CAS on head, as Pop does, racing the thieves for it.
-func (l *Local[T]) PopBack() (T, bool) {
-	var zero T
-	r := l.r
-	r.own.enter()
-	tail := r.tail.Load()
-	if _, real := unpack(r.head.Load()); real == tail {
-		r.own.exit()
-		return zero, false
-	}
-	t := tail - 1
-	r.tail.Store(t) // thieves that load tail from now on do not see slot t
-	head := r.head.Load()
-	if _, real := unpack(head); int32(t-real) <= 0 {
-		// Slot t is the last task, or a thief that read the old tail took
-		// it. Put tail back and claim slot t with a CAS on head, as Pop
-		// does; only one of the owner and a thief can win it.
-		r.tail.Store(t + 1)
-		for {
-			steal, real := unpack(head)
-			if real != t {
-				r.own.exit()
-				return zero, false // a thief took it
-			}
-			next := pack(steal, real+1)
-			if steal == real {
-				next = pack(real+1, real+1)
-			}
-			if r.head.CompareAndSwap(head, next) {
-				break
-			}
-			head = r.head.Load()
-		}
-	}
-	// Otherwise tasks remain before slot t: no thief can reach it.
-	v := r.buf[t&mask]
-	r.buf[t&mask] = zero
-	r.own.exit()
-	return v, true
-}
-
 // Len returns the number of tasks a thief could see, including any being
 // stolen. Any goroutine.
 func (s *Stealer[T]) Len() int {
