@@ -11,3 +11,5 @@ type ownerID struct{}
 func (*ownerID) set() {}
 
 func (*ownerID) check(string) {}
+
+func (*ownerID) checkSampled(string) {}

@@ -25,8 +25,9 @@ var (
 // (SubmitToStrict): a worker of another node that steals it sends it home.
 type task struct {
 	fn   func(*Worker)
-	home int32  // node group index, or -1
-	slot *group // the group whose bound this task holds a place in, until started
+	home int32      // node group index, or -1
+	slot *group     // the group whose bound this task holds a place in, until started
+	join *joinState // the b side of a Join: run only by whoever claims it
 }
 
 // group is the worker group of one NUMA node.

@@ -293,6 +293,9 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 // run runs t on this worker, or sends it home if it must stay on another
 // node.
 func (w *Worker) run(t *task) {
+	if t.join != nil && !t.join.claimed.CompareAndSwap(false, true) {
+		return // a Join ran it already: a tombstone
+	}
 	if t.home >= 0 && int(t.home) != w.group.index {
 		home := w.pool.groups[t.home]
 		home.inject.Requeue(t)

@@ -1,0 +1,380 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/numapool/numapool/pin"
+)
+
+func fibSeq(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fibSeq(n-1) + fibSeq(n-2)
+}
+
+func fibJoin(w *Worker, n, cutoff int) int {
+	if n <= cutoff {
+		return fibSeq(n)
+	}
+	var a, b int
+	if err := w.Join(func(w *Worker) { a = fibJoin(w, n-1, cutoff) }, func(w *Worker) { b = fibJoin(w, n-2, cutoff) }); err != nil {
+		panic(err)
+	}
+	return a + b
+}
+
+// run runs fn on a worker of p and returns its result.
+func onWorker[T any](t *testing.T, p *Pool, fn func(w *Worker) T) T {
+	t.Helper()
+	ch := make(chan T, 1)
+	if err := p.Submit(func(w *Worker) { ch <- fn(w) }); err != nil {
+		t.Fatal(err)
+	}
+	return <-ch
+}
+
+func TestJoinFib(t *testing.T) {
+	reps := 100
+	if testing.Short() {
+		reps = 10
+	}
+	want := fibSeq(25)
+	for _, spec := range []string{"", "2x2"} {
+		var opts []Option
+		if spec != "" {
+			opts = append(opts, WithSpec(spec))
+		}
+		p := newTestPool(t, opts...)
+		for rep := range reps {
+			if got := onWorker(t, p, func(w *Worker) int { return fibJoin(w, 25, 5) }); got != want {
+				t.Fatalf("spec %q rep %d: fib(25) = %d, want %d", spec, rep, got, want)
+			}
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats().Total; st.StealsInNode+st.StealsCrossNode == 0 && p.Workers() > 1 {
+			t.Logf("spec %q: no steals at all", spec)
+		}
+	}
+}
+
+// Nested Join 10^4 deep completes.
+func TestJoinDeep(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	var depth func(w *Worker, d int) int
+	depth = func(w *Worker, d int) int {
+		if d == 0 {
+			return 0
+		}
+		var r int
+		if err := w.Join(func(w *Worker) { r = depth(w, d-1) }, func(*Worker) {}); err != nil {
+			panic(err)
+		}
+		return r + 1
+	}
+	if got := onWorker(t, p, func(w *Worker) int { return depth(w, 10000) }); got != 10000 {
+		t.Fatalf("depth %d", got)
+	}
+}
+
+func TestJoinReturnsPanics(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	err := onWorker(t, p, func(w *Worker) error {
+		return w.Join(func(*Worker) { panic("left") }, func(*Worker) { panic(errors.New("right")) })
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "left") || !strings.Contains(err.Error(), "right") {
+		t.Fatalf("Join error = %v", err)
+	}
+	if !strings.Contains(string(pe.Stack), "forkjoin_test.go") {
+		t.Errorf("panic stack does not show the task:\n%s", pe.Stack)
+	}
+}
+
+func TestGroupOutside(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	g := p.Group(context.Background())
+	var n atomic.Int32
+	for i := range 100 {
+		g.Go(func(*Worker) error {
+			n.Add(1)
+			if i == 37 {
+				return fmt.Errorf("task %d failed", i)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err == nil || !strings.Contains(err.Error(), "task 37") {
+		t.Errorf("Wait = %v", err)
+	}
+	if n.Load() != 100 {
+		t.Errorf("%d of 100 tasks ran", n.Load())
+	}
+	if g.Context().Err() == nil {
+		t.Error("the group's context is not cancelled")
+	}
+}
+
+func TestGroupFirstErrorCancels(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	g := p.Group(context.Background())
+	g.Go(func(*Worker) error { return errors.New("first") })
+	g.Go(func(*Worker) error {
+		select {
+		case <-g.Context().Done():
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("not cancelled")
+		}
+	})
+	if err := g.Wait(); err == nil || err.Error() != "first" {
+		t.Errorf("Wait = %v", err)
+	}
+}
+
+func TestGroupInsideHelpsAndReturnsPanics(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1)) // one worker: Wait must run the tasks itself
+	defer p.Close()
+	err := onWorker(t, p, func(w *Worker) error {
+		g := w.Group(context.Background())
+		g.SetLimit(3)
+		var sum atomic.Int64
+		for i := range 50 {
+			g.Go(func(w *Worker) error {
+				inner := w.Group(context.Background())
+				inner.Go(func(*Worker) error { sum.Add(int64(i)); return nil })
+				return inner.Wait()
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		if sum.Load() != 49*50/2 {
+			return fmt.Errorf("sum %d", sum.Load())
+		}
+		g2 := w.Group(context.Background())
+		g2.Go(func(*Worker) error { panic("inside") })
+		return g2.Wait()
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Value != "inside" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParallelForEveryIndexOnce(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	ns := []int{0, 1, 2, 3, 7, 100, 1000, 12345}
+	if !testing.Short() {
+		ns = append(ns, 1_000_000)
+	}
+	for _, n := range ns {
+		for _, grain := range []int{0, 1, 3, 64, n + 1} {
+			seen := make([]atomic.Int32, n)
+			err := p.ParallelFor(n, grain, func(_ *Worker, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Fatalf("n=%d grain=%d: index %d visited %d times", n, grain, i, c)
+				}
+			}
+		}
+	}
+	// From inside a task too.
+	const n = 5000
+	seen := make([]atomic.Int32, n)
+	err := onWorker(t, p, func(w *Worker) error {
+		return w.ParallelFor(n, 10, func(_ *Worker, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Fatalf("inside: index %d visited %d times", i, seen[i].Load())
+		}
+	}
+}
+
+// The node split is the same on every call and proportional to the
+// nodes' workers; each node's block runs on that node unless it ran dry.
+func TestParallelForSplitIsStable(t *testing.T) {
+	p := newTestPool(t, WithSpec("3x1"), WithWorkers(4)) // 3 nodes, one with 2 workers
+	defer p.Close()
+	first := p.Split(1000)
+	for range 10 {
+		if got := p.Split(1000); !slices.Equal(got, first) {
+			t.Fatalf("split changed: %v then %v", first, got)
+		}
+	}
+	sizes := make([]int, len(first))
+	for i, b := range first {
+		sizes[i] = b.Hi - b.Lo
+	}
+	var want []int
+	for _, g := range p.groups {
+		want = append(want, 1000*len(g.workers)/4)
+	}
+	if !slices.Equal(sizes, want) || first[0].Lo != 0 || first[2].Hi != 1000 || slices.Max(want) != 500 {
+		t.Fatalf("split %v: sizes %v, want %v", first, sizes, want)
+	}
+	// Where did each index run? With a balanced body, almost always on
+	// the node that owns its block.
+	runs := 0
+	var foreign atomic.Int32
+	for range 5 {
+		err := p.ParallelFor(1000, 10, func(w *Worker, lo, hi int) {
+			for _, b := range first {
+				if lo >= b.Lo && lo < b.Hi && w.Node() != b.Node {
+					foreign.Add(int32(hi - lo))
+				}
+			}
+			time.Sleep(20 * time.Microsecond)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs++
+	}
+	if f := foreign.Load(); f > 5*1000/4 {
+		t.Errorf("%d of %d indexes ran off their node", f, runs*1000)
+	}
+	t.Logf("%d of %d indexes ran off their node (tail-end steals)", foreign.Load(), runs*1000)
+}
+
+func TestParallelForStops(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	var ran atomic.Int64
+	err := p.ParallelFor(100000, 1, func(_ *Worker, lo, hi int) {
+		ran.Add(int64(hi - lo))
+		if lo == 500 {
+			panic("at 500")
+		}
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Value != "at 500" {
+		t.Fatalf("err = %v", err)
+	}
+	if ran.Load() == 100000 {
+		t.Error("a panic did not stop handing out blocks")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.ParallelForCtx(ctx, 1000, 1, func(*Worker, int, int) {}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v", err)
+	}
+	if err := p.ParallelFor(10, 1, nil); err == nil {
+		t.Error("nil body accepted")
+	}
+}
+
+func TestAllocOnNode(t *testing.T) {
+	p := newTestPool(t)
+	defer p.Close()
+	for _, node := range p.Nodes() {
+		if node < 0 {
+			continue
+		}
+		s, release, err := AllocOnNode[float64](node, 1<<18)
+		if errors.Is(err, pin.ErrUnsupported) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := pin.PageNodes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range nodes {
+			if got != node {
+				t.Fatalf("page %d on node %d, want %d", i, got, node)
+			}
+		}
+		s[len(s)-1] = 1
+		if err := release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// First touch by ParallelFor puts each node's block on its node. Needs a
+// kernel with several nodes (the VM run); on one node it checks nothing
+// more than TestParallelForSplitIsStable.
+func TestFirstTouchPlacement(t *testing.T) {
+	p := newTestPool(t)
+	defer p.Close()
+	if len(p.Nodes()) < 2 {
+		t.Skipf("one NUMA node here (%v): placement needs several", p.Nodes())
+	}
+	const n = 1 << 22
+	data := make([]float64, n) // not yet touched: the kernel places pages at first write
+	if err := p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			data[i] = 1
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize() / 8
+	for _, b := range p.Split(n) {
+		wrong, total := 0, 0
+		for i := b.Lo + page; i < b.Hi-page; i += page {
+			got, err := pin.NodeOf(unsafe.Pointer(&data[i]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total++
+			if got != b.Node {
+				wrong++
+			}
+		}
+		if wrong*10 > total {
+			t.Errorf("node %d's block: %d of %d pages elsewhere", b.Node, wrong, total)
+		}
+	}
+}
+
+func TestJoinMisusePanics(t *testing.T) {
+	if useLIFO {
+		t.Skip("the owner check is compiled in with -race only")
+	}
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	w := onWorker(t, p, func(w *Worker) *Worker { return w })
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Join") {
+			t.Errorf("recover() = %v", r)
+		}
+	}()
+	for range 64 { // Join checks one call in 32
+		_ = w.Join(func(*Worker) {}, func(*Worker) {})
+	}
+}

@@ -1,0 +1,180 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/numapool/numapool/pin"
+)
+
+// ParallelFor calls body over [0, n) in blocks [lo, hi) and returns when
+// every index is done. The range is first split over the nodes in
+// contiguous blocks proportional to each node's workers, the same way on
+// every call with the same n, and each node's block goes to that node
+// (and stays there at the top level); inside a node blocks are halved
+// down to grain and stolen by the node's idle workers. A block crosses to
+// another node only when a whole node has run dry (a tail-end steal,
+// counted in Stats as a cross-node steal). So data first touched by a
+// ParallelFor over n is, in every later ParallelFor over n, processed by
+// the node that touched it: the first-touch pattern.
+//
+// grain <= 0 picks one from n and the number of workers. A panic in body
+// stops handing out new blocks and is returned as a *PanicError.
+func (p *Pool) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
+	return p.parallelFor(context.Background(), nil, n, grain, body)
+}
+
+// ParallelForCtx is ParallelFor that also stops handing out blocks when
+// ctx is cancelled, and returns ctx's error.
+func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
+	return p.parallelFor(ctx, nil, n, grain, body)
+}
+
+// ParallelFor is Pool.ParallelFor from inside a task: the worker runs
+// other tasks while it waits.
+func (w *Worker) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
+	w.owner.check("ParallelFor")
+	return w.pool.parallelFor(context.Background(), w, n, grain, body)
+}
+
+// NodeBlock is the part of a ParallelFor range given to one node.
+type NodeBlock struct {
+	Node   int // OS node ID
+	Lo, Hi int
+}
+
+// Split returns how ParallelFor over n divides the range between nodes:
+// contiguous blocks, in node order, proportional to each node's workers.
+// It depends only on n and the pool.
+func (p *Pool) Split(n int) []NodeBlock {
+	out := make([]NodeBlock, 0, len(p.groups))
+	total := len(p.workers)
+	done := 0
+	lo := 0
+	for _, g := range p.groups {
+		done += len(g.workers)
+		hi := int(int64(n) * int64(done) / int64(total))
+		out = append(out, NodeBlock{Node: g.node.ID, Lo: lo, Hi: hi})
+		lo = hi
+	}
+	return out
+}
+
+type forState struct {
+	body      func(w *Worker, lo, hi int)
+	grain     int
+	ctx       context.Context
+	remaining atomic.Int64
+	stop      atomic.Bool
+	errOnce   sync.Once
+	err       error
+	done      chan struct{}
+}
+
+func (s *forState) fail(err error) {
+	s.errOnce.Do(func() { s.err = err })
+	s.stop.Store(true)
+}
+
+func (s *forState) finish(k int) {
+	if s.remaining.Add(-int64(k)) == 0 {
+		close(s.done)
+	}
+}
+
+// block returns the task that runs [lo, hi): it halves the range while it
+// is above grain, leaving the upper halves in the worker's queue for
+// thieves, then runs body on what is left.
+func (s *forState) block(lo, hi int) func(*Worker) {
+	return func(w *Worker) {
+		for hi-lo > s.grain && !s.stopped() {
+			mid := lo + (hi-lo)/2
+			w.push(&task{fn: s.block(mid, hi), home: -1})
+			w.pool.idle.notify(w.group.index)
+			hi = mid
+		}
+		if !s.stopped() {
+			if err := catch(w, func(w *Worker) { s.body(w, lo, hi) }); err != nil {
+				s.fail(err)
+			}
+		}
+		s.finish(hi - lo)
+	}
+}
+
+func (s *forState) stopped() bool {
+	if s.stop.Load() {
+		return true
+	}
+	if err := s.ctx.Err(); err != nil {
+		s.fail(err)
+		return true
+	}
+	return false
+}
+
+func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int)) error {
+	if body == nil {
+		return errors.New("pool: ParallelFor with a nil body")
+	}
+	if n <= 0 {
+		return nil
+	}
+	if p.state.Load() != running && w == nil {
+		return ErrClosed
+	}
+	if grain <= 0 {
+		grain = max(1, n/(8*len(p.workers)))
+	}
+	s := &forState{body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
+	s.remaining.Store(int64(n))
+	for i, b := range p.Split(n) {
+		if b.Hi == b.Lo {
+			continue
+		}
+		g := p.groups[i]
+		// Hard affinity at the top level: the node's block starts on the
+		// node; the pieces it splits into may be stolen.
+		t := &task{fn: s.block(b.Lo, b.Hi), home: int32(g.index)}
+		if w != nil {
+			g.inject.Requeue(t) // inside a task: the pool is running this work already
+		} else if err := g.inject.Push(t); err != nil {
+			s.fail(ErrClosed)
+			s.finish(b.Hi - b.Lo)
+			continue
+		}
+		p.idle.notify(g.index)
+	}
+	if w != nil {
+		w.helpUntil(func() bool { return s.remaining.Load() == 0 })
+	}
+	<-s.done
+	return s.err
+}
+
+// Numeric is the element types AllocOnNode can hold: no pointers, since
+// the memory is outside the Go heap and the collector does not scan it.
+type Numeric interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// AllocOnNode returns a slice of n zeroed elements whose pages are bound
+// to the given NUMA node (its OS ID) and already on it, and a function
+// that frees it; the slice must not be used after release. It is the
+// explicit alternative to first touch. On systems without NUMA placement
+// it returns pin.ErrUnsupported.
+func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error) {
+	if n <= 0 {
+		return nil, func() error { return nil }, nil
+	}
+	var zero T
+	b, release, err := pin.Alloc(n*int(unsafe.Sizeof(zero)), node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), release, nil
+}
