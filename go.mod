@@ -8,6 +8,7 @@ require (
 	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/shirou/gopsutil/v3 v3.24.5
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.11.0
 	golang.org/x/sys v0.50.0
 )
 
@@ -19,5 +20,4 @@ require (
 	github.com/tklauser/go-sysconf v0.3.12 // indirect
 	github.com/tklauser/numcpus v0.6.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
-	golang.org/x/sync v0.11.0 // indirect
 )

@@ -38,46 +38,56 @@ func catch(w *Worker, fn func(*Worker)) (err error) {
 }
 
 // Join runs a and b, possibly in parallel, and returns when both are
-// done: b goes to the back of this worker's queue, where idle workers of
-// the node can steal it; a runs here; then b runs here if nobody took it,
-// and otherwise this worker runs other tasks until b is done. Nested
-// Joins run depth first on this worker while thieves take the oldest,
-// largest pieces from the front (Rayon's join). A panic in a or b is
-// returned as a *PanicError (both joined if both panic). Call it only
-// from a task running on w.
+// done. If the worker's join slot is free, b goes there, where an idle
+// worker (first of the node) can take it; a runs here; then b runs here
+// if nobody took it, and otherwise this worker runs other tasks until b
+// is done. If the slot already holds an outer Join's b, a and b simply
+// run here one after the other: each worker offers one piece at a time,
+// the outermost and so the largest, and a thief that takes it offers its
+// own inner pieces in turn (lazy splitting; no task is made that nobody
+// takes). A panic in a or b is returned as a *PanicError (both joined if
+// both panic). Call it only from a task running on w.
 func (w *Worker) Join(a, b func(*Worker)) error {
 	if a == nil || b == nil {
 		panic("pool: Join of a nil function")
 	}
 	w.owner.checkSampled("Join")
-	js := &joinState{}
-	tb := &task{home: -1, join: js, fn: func(x *Worker) {
-		js.err = catch(x, b)
-		js.done.Store(true) // publishes js.err
-	}}
+	if w.joinSlot.Load() != nil {
+		return errors.Join(catch(w, a), catch(w, b))
+	}
+	jt := &joinTask{task: task{home: -1}}
+	jt.join = &jt.js
+	jt.js.b = b
 	w.c.Spawned++
-	w.push(tb)
+	w.joinSlot.Store(jt)
 	w.pool.idle.notify(w.group.index)
 	errA := catch(w, a)
-	if js.claimed.CompareAndSwap(false, true) {
-		// Nobody took b: run it here. Its queue entry is left behind as a
-		// tombstone that whoever pops it skips.
-		w.c.TasksRun++
-		tb.fn(w)
+	if w.joinSlot.CompareAndSwap(jt, nil) {
+		w.c.TasksRun++ // nobody took b: run it here
+		jt.js.run(w)
 	} else {
-		w.helpUntil(js.done.Load) // a thief runs b: help until it is done
+		w.helpUntil(jt.js.done.Load) // a thief runs b: help until it is done
 	}
-	return errors.Join(errA, js.err)
+	return errors.Join(errA, jt.js.err)
 }
 
-// joinState is the b side of a Join. A thief and the joining worker race
-// to claim it; the loser skips it. (The owner cannot take a task back
-// from the back of its queue: a thief holding a stale tail could claim
-// the same slot.)
+// joinTask is the b side of a Join, in one allocation.
+type joinTask struct {
+	task
+	js joinState
+}
+
+// joinState is the b side of a Join: the function, and its outcome.
 type joinState struct {
-	claimed atomic.Bool
-	done    atomic.Bool
-	err     error
+	b    func(*Worker)
+	done atomic.Bool
+	err  error
+}
+
+// run runs b.
+func (js *joinState) run(w *Worker) {
+	js.err = catch(w, js.b)
+	js.done.Store(true) // publishes js.err
 }
 
 // helpUntil runs other tasks until done reports true, so that a worker

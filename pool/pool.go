@@ -27,7 +27,7 @@ type task struct {
 	fn   func(*Worker)
 	home int32      // node group index, or -1
 	slot *group     // the group whose bound this task holds a place in, until started
-	join *joinState // the b side of a Join: run only by whoever claims it
+	join *joinState // the b side of a Join taken from a join slot
 }
 
 // group is the worker group of one NUMA node.

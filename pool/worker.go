@@ -17,6 +17,7 @@ const (
 	initialInterval = 61                     // fairness interval before tuning (Tokio, from Go)
 	targetLookEvery = 200 * time.Microsecond // of work between looks at the shard
 	publishEvery    = 64                     // tasks between stats publications
+	spinBeforePark  = 50 * time.Microsecond  // a searcher keeps looking this long before parking
 )
 
 // Worker is one worker: a goroutine locked to an OS thread bound to its
@@ -32,8 +33,10 @@ type Worker struct {
 	stealer *queue.Stealer[*task]
 	// lifo holds the task spawned last; thieves may take it on their last
 	// pass, so it is atomic.
-	lifo   atomic.Pointer[task]
-	wakeCh chan struct{}
+	lifo atomic.Pointer[task]
+	// joinSlot offers the b side of the outermost pending Join to thieves.
+	joinSlot atomic.Pointer[joinTask]
+	wakeCh   chan struct{}
 
 	// Owner-only state.
 	rng       steal.Rand
@@ -145,6 +148,9 @@ func (w *Worker) loop() {
 		t := w.next()
 		if t == nil {
 			t = w.search()
+		}
+		if t == nil && w.searching {
+			t = w.spin()
 		}
 		if t != nil {
 			w.run(t)
@@ -273,6 +279,11 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	before := w.local.Len()
 	t, ok := vw.stealer.StealInto(w.local)
 	n := uint64(w.local.Len() - before + 1)
+	if !ok {
+		if jt := vw.joinSlot.Load(); jt != nil && vw.joinSlot.CompareAndSwap(jt, nil) {
+			t, ok, n = &jt.task, true, 1
+		}
+	}
 	if !ok && lifo && vw.stealer.IsEmpty() {
 		t = vw.lifo.Swap(nil)
 		ok, n = t != nil, 1
@@ -293,9 +304,6 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 // run runs t on this worker, or sends it home if it must stay on another
 // node.
 func (w *Worker) run(t *task) {
-	if t.join != nil && !t.join.claimed.CompareAndSwap(false, true) {
-		return // a Join ran it already: a tombstone
-	}
 	if t.home >= 0 && int(t.home) != w.group.index {
 		home := w.pool.groups[t.home]
 		home.inject.Requeue(t)
@@ -311,7 +319,11 @@ func (w *Worker) run(t *task) {
 		}
 	}
 	w.c.TasksRun++
-	w.call(t)
+	if t.join != nil {
+		t.join.run(w) // a stolen Join side: its panic goes back to the joiner
+	} else {
+		w.call(t)
+	}
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
@@ -381,6 +393,24 @@ func (w *Worker) park() bool {
 		}
 		// A stale token: sleep again.
 	}
+}
+
+// spin keeps a searcher searching for up to spinBeforePark before it
+// parks. Waking a parked thread costs tens of microseconds; a searcher
+// that stays awake is also what tells busy workers (through Join's lazy
+// splitting) to expose work. At most half the workers search, so at most
+// half spin.
+func (w *Worker) spin() *task {
+	deadline := time.Now().Add(spinBeforePark)
+	for w.pool.state.Load() == running && time.Now().Before(deadline) {
+		if t := w.next(); t != nil {
+			return t
+		}
+		if t := w.search(); t != nil {
+			return t
+		}
+	}
+	return nil
 }
 
 func (p *Pool) isDrained() bool {

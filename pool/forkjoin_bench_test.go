@@ -1,0 +1,181 @@
+package pool
+
+import (
+	"math"
+	"sync"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Fork-join and data-parallel benchmarks against goroutines + WaitGroup,
+// errgroup and sequential code, in the same run.
+
+func fibGo(n, cutoff int) int {
+	if n <= cutoff {
+		return fibSeq(n)
+	}
+	var a, b int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a = fibGo(n-1, cutoff) }()
+	b = fibGo(n-2, cutoff)
+	wg.Wait()
+	return a + b
+}
+
+func fibErrgroup(n, cutoff int) int {
+	if n <= cutoff {
+		return fibSeq(n)
+	}
+	var a, b int
+	var g errgroup.Group
+	g.Go(func() error { a = fibErrgroup(n-1, cutoff); return nil })
+	b = fibErrgroup(n-2, cutoff)
+	_ = g.Wait()
+	return a + b
+}
+
+func benchFib(b *testing.B, cutoff int) {
+	const n = 30
+	want := fibSeq(n)
+	b.Run("pool", func(b *testing.B) {
+		p := benchPool(b)
+		for b.Loop() {
+			ch := make(chan int, 1)
+			_ = p.Submit(func(w *Worker) { ch <- fibJoin(w, n, cutoff) })
+			if got := <-ch; got != want {
+				b.Fatal(got)
+			}
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		for b.Loop() {
+			if got := fibGo(n, cutoff); got != want {
+				b.Fatal(got)
+			}
+		}
+	})
+	b.Run("errgroup", func(b *testing.B) {
+		for b.Loop() {
+			if got := fibErrgroup(n, cutoff); got != want {
+				b.Fatal(got)
+			}
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			if got := fibSeq(n); got != want {
+				b.Fatal(got)
+			}
+		}
+	})
+}
+
+func BenchmarkFib30Cutoff10(b *testing.B) { benchFib(b, 10) }
+func BenchmarkFib30Cutoff20(b *testing.B) { benchFib(b, 20) }
+
+// chunks runs body over [0, n) in one contiguous block per goroutine.
+func chunks(n, parts int, body func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := n*k/parts, n*(k+1)/parts
+		wg.Add(1)
+		go func() { defer wg.Done(); body(lo, hi) }()
+	}
+	wg.Wait()
+}
+
+// Triad a = b + s*c over arrays far larger than the L3 (3 x 64 MiB),
+// first touched by the same split; b.SetBytes counts the 24 bytes moved
+// per index, so the result reads as bandwidth.
+func BenchmarkTriad(b *testing.B) {
+	const n = 8 << 20
+	const s = 3.0
+	b.Run("pool", func(b *testing.B) {
+		p := benchPool(b)
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		_ = p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				x[i], y[i], z[i] = 0, 1, 2
+			}
+		})
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			_ = p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					x[i] = y[i] + s*z[i]
+				}
+			})
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		parts := len(benchPool(b).workers)
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		chunks(n, parts, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				x[i], y[i], z[i] = 0, 1, 2
+			}
+		})
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			chunks(n, parts, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					x[i] = y[i] + s*z[i]
+				}
+			})
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		for i := range x {
+			x[i], y[i], z[i] = 0, 1, 2
+		}
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			for i := range x {
+				x[i] = y[i] + s*z[i]
+			}
+		}
+	})
+}
+
+// A compute-bound loop: the sum of square roots over 2^22 indexes.
+func BenchmarkReduce(b *testing.B) {
+	const n = 4 << 20
+	sumRange := func(lo, hi int) float64 {
+		s := 0.0
+		for i := lo; i < hi; i++ {
+			s += math.Sqrt(float64(i))
+		}
+		return s
+	}
+	b.Run("pool", func(b *testing.B) {
+		p := benchPool(b)
+		partial := make([]float64, len(p.workers)*8) // one slot per worker, padded
+		for b.Loop() {
+			clear(partial)
+			_ = p.ParallelFor(n, 0, func(w *Worker, lo, hi int) {
+				partial[w.ID()*8] += sumRange(lo, hi)
+			})
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		parts := len(benchPool(b).workers)
+		partial := make([]float64, parts*8)
+		for b.Loop() {
+			var mu sync.Mutex
+			chunks(n, parts, func(lo, hi int) {
+				s := sumRange(lo, hi)
+				mu.Lock()
+				partial[0] += s
+				mu.Unlock()
+			})
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			_ = sumRange(0, n)
+		}
+	})
+}
