@@ -1,7 +1,11 @@
 package pool_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/numapool/numapool/pool"
@@ -34,4 +38,96 @@ func ExamplePool_TrySubmit() {
 	}
 	fmt.Println("submitted")
 	// Output: submitted
+}
+
+func fib(w *pool.Worker, n int) int {
+	if n < 15 { // below the cutoff, plain recursion is cheaper than splitting
+		if n < 2 {
+			return n
+		}
+		return fib(w, n-1) + fib(w, n-2)
+	}
+	var a, b int
+	if err := w.Join(func(w *pool.Worker) { a = fib(w, n-1) }, func(w *pool.Worker) { b = fib(w, n-2) }); err != nil {
+		panic(err)
+	}
+	return a + b
+}
+
+func ExampleWorker_Join() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	result := make(chan int)
+	_ = p.Submit(func(w *pool.Worker) { result <- fib(w, 25) })
+	fmt.Println(<-result)
+	// Output: 75025
+}
+
+func ExamplePool_Group() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	g := p.Group(context.Background())
+	g.SetLimit(4)
+	var total atomic.Int64
+	for _, file := range []string{"a.csv", "b.csv", "c.csv"} {
+		g.Go(func(w *pool.Worker) error {
+			if file == "" {
+				return errors.New("no file")
+			}
+			total.Add(int64(len(file)))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(total.Load())
+	// Output: 15
+}
+
+// A triad over slices whose pages live on the nodes that process them:
+// the same Split places the data and runs the loop.
+func ExamplePool_ParallelFor() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	const n = 1 << 20
+	// First touch: each node's workers write the block they will process,
+	// so its pages are allocated on that node.
+	a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
+	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a[i], b[i], c[i] = 0, 1, 2
+		}
+	})
+	// Every later ParallelFor over n gives the same blocks to the same nodes.
+	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a[i] = b[i] + 3*c[i]
+		}
+	})
+	fmt.Println(a[0], a[n-1])
+	// Output: 7 7
+}
+
+// A two-stage pipeline: parse on whichever node has room, then sum each
+// chunk's numbers on the node that parsed it, with a bounded queue for
+// back-pressure.
+func Example_pipeline() {
+	p, _ := pool.New(pool.WithShardBound(64), pool.WithoutEnv())
+	chunks := []string{"1 2 3", "4 5", "6"}
+	var sum atomic.Int64
+	for _, chunk := range chunks {
+		_ = p.Submit(func(w *pool.Worker) { // stage 1: parse
+			fields := strings.Fields(chunk)
+			w.Spawn(func(*pool.Worker) { // stage 2: reduce, on the same node
+				for _, f := range fields {
+					v, _ := strconv.Atoi(f)
+					sum.Add(int64(v))
+				}
+			})
+		})
+	}
+	_ = p.Close()
+	fmt.Println(sum.Load())
+	// Output: 21
 }
