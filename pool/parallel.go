@@ -14,8 +14,10 @@ import (
 // every index is done. The range is first split over the nodes in
 // contiguous blocks proportional to each node's workers, the same way on
 // every call with the same n, and each node's block goes to that node
-// (and stays there at the top level); inside a node blocks are halved
-// down to grain and stolen by the node's idle workers. A block crosses to
+// (and stays there at the top level); inside a node a worker runs its
+// block in grain-sized pieces and offers the upper half of what is left
+// whenever its queue is empty, so idle workers of the node steal halves
+// (lazy binary splitting). A block crosses to
 // another node only when a whole node has run dry (a tail-end steal,
 // counted in Stats as a cross-node steal). So data first touched by a
 // ParallelFor over n is, in every later ParallelFor over n, processed by
@@ -85,23 +87,32 @@ func (s *forState) finish(k int) {
 	}
 }
 
-// block returns the task that runs [lo, hi): it halves the range while it
-// is above grain, leaving the upper halves in the worker's queue for
-// thieves, then runs body on what is left.
+// block returns the task that runs [lo, hi) by lazy binary splitting:
+// it runs body on grain-sized pieces from the front, and whenever its
+// worker's queue is empty (the half it offered last was taken, or none
+// was offered yet) it offers the upper half of what is left to thieves.
+// A loop nobody steals from thus runs as a few large sequential sweeps,
+// and the imbalance at the end is at most one piece.
 func (s *forState) block(lo, hi int) func(*Worker) {
 	return func(w *Worker) {
-		for hi-lo > s.grain && !s.stopped() {
-			mid := lo + (hi-lo)/2
-			w.push(&task{fn: s.block(mid, hi), home: -1})
-			w.pool.idle.notify(w.group.index)
-			hi = mid
-		}
-		if !s.stopped() {
-			if err := catch(w, func(w *Worker) { s.body(w, lo, hi) }); err != nil {
+		for lo < hi && !s.stopped() {
+			if hi-lo > 2*s.grain && w.local.IsEmpty() {
+				mid := lo + (hi-lo)/2
+				w.push(&task{fn: s.block(mid, hi), home: -1})
+				w.pool.idle.notify(w.group.index)
+				hi = mid
+				continue
+			}
+			end := min(lo+s.grain, hi)
+			if err := catch(w, func(w *Worker) { s.body(w, lo, end) }); err != nil {
 				s.fail(err)
 			}
+			s.finish(end - lo)
+			lo = end
 		}
-		s.finish(hi - lo)
+		if lo < hi {
+			s.finish(hi - lo) // stopped: the rest is given up
+		}
 	}
 }
 
@@ -127,7 +138,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 		return ErrClosed
 	}
 	if grain <= 0 {
-		grain = max(1, n/(8*len(p.workers)))
+		grain = max(1, n/(64*len(p.workers)))
 	}
 	s := &forState{body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
 	s.remaining.Store(int64(n))
