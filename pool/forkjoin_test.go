@@ -378,3 +378,20 @@ func TestJoinMisusePanics(t *testing.T) {
 		_ = w.Join(func(*Worker) {}, func(*Worker) {})
 	}
 }
+
+func TestPoolGroupWaitInsideTaskPanics(t *testing.T) {
+	if useLIFO {
+		t.Skip("caught with -race only")
+	}
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	got := onWorker(t, p, func(w *Worker) (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		g := p.Group(context.Background())
+		_ = g.Wait()
+		return ""
+	})
+	if !strings.Contains(got, "Worker.Group") {
+		t.Errorf("recover() = %q", got)
+	}
+}

@@ -151,6 +151,8 @@ func (g *Group) Wait() error {
 	if g.w != nil {
 		g.w.owner.check("Group.Wait")
 		g.w.helpUntil(func() bool { return g.pending.Load() == 0 })
+	} else if g.pool.onWorker() {
+		panic("pool: Wait on a Pool.Group from inside a task would block the worker; use Worker.Group")
 	}
 	g.wg.Wait()
 	g.cancel(errGroupDone)

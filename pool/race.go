@@ -49,3 +49,14 @@ func (o *ownerID) checkSampled(method string) {
 		o.check(method)
 	}
 }
+
+// onWorker reports whether the calling goroutine is one of p's workers.
+func (p *Pool) onWorker() bool {
+	g := goid()
+	for _, w := range p.workers {
+		if w.owner.id == g {
+			return true
+		}
+	}
+	return false
+}
