@@ -3,6 +3,7 @@ module github.com/numapool/numapool
 go 1.26.0
 
 require (
+	github.com/alitto/pond/v2 v2.7.1
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/panjf2000/ants/v2 v2.12.1

@@ -352,7 +352,8 @@ func (p *Pool) dropQueued() int {
 	return n
 }
 
-// pendingWork reports whether any queue holds a task.
+// pendingWork reports whether any queue, LIFO slot or join slot holds a
+// task: what the last searcher re-checks before it sleeps.
 func (p *Pool) pendingWork() bool {
 	for _, g := range p.groups {
 		if !g.inject.IsEmpty() {
@@ -360,7 +361,7 @@ func (p *Pool) pendingWork() bool {
 		}
 	}
 	for _, w := range p.workers {
-		if !w.stealer.IsEmpty() || w.lifo.Load() != nil {
+		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@
 // Usage:
 //
 //	numapool topo [--json] [--sysfs DIR] [--spec SPEC]
+//	numapool bench [--workload W] [--contender C] [--mode C] [--reps N] [--size S] [--spec SPEC] [--json|--csv]
 //	numapool explain [--workers N] [--places P] [--steal MODE] [--spec SPEC] [--strict]
 //
 // Exit status: 0 on success, 1 when the command fails while running, 2 on
@@ -33,6 +34,9 @@ commands:
           --spec SPEC   a synthetic topology mapped onto the allowed CPUs:
                         2x4 (nodes x CPUs), 2x4x2 (nodes x cores x threads),
                         or "0-1;2-3" (OS CPUs per node)
+  bench   run the comparison suite (default: quick, about a minute on 2 cores)
+          --workload W,... --contender C,... --mode C --reps N --size quick|full|F
+          --spec SPEC --json --csv
   explain start a pool and show where its workers are and how they are bound
           --workers N --places P --steal MODE --spec SPEC --strict
           (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES)
@@ -57,18 +61,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func dispatch(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"no command given (try: numapool topo); commands: topo, explain"}
+		return usageError{"no command given (try: numapool topo); commands: topo, explain, bench"}
 	}
 	switch args[0] {
 	case "topo":
 		return topoCmd(args[1:], stdout)
 	case "explain":
 		return explainCmd(args[1:], stdout)
+	case "bench":
+		return benchCmd(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q; commands: topo, explain", args[0])}
+	return usageError{fmt.Sprintf("unknown command %q; commands: topo, explain, bench", args[0])}
 }
 
 // parseFlags parses fs from args, turning every complaint into one line.

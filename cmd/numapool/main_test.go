@@ -153,3 +153,27 @@ func TestExplain(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchCommand(t *testing.T) {
+	code, out, errs := runCmd("bench", "--workload", "spawn,fib-20", "--contender", "numapool,goroutines,sequential", "--reps", "1", "--size", "0.02")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	for _, want := range []string{"numapool bench:", "spawn:", "fib-20:", "vs best other", "goroutines"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCmd("bench", "--workload", "spawn", "--mode", "numapool", "--reps", "1", "--size", "0.01", "--csv")
+	if code != 0 || !strings.HasPrefix(out, "workload,contender,rep") || strings.Count(out, "\n") != 2 {
+		t.Errorf("--mode --csv: code %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"bench", "--workload", "nope"}, {"bench", "--contender", "nope"}, {"bench", "--reps", "0"},
+		{"bench", "--size", "huge"}, {"bench", "--spec", "0x1"}, {"bench", "--mode", "numapool", "--contender", "ants"},
+	} {
+		if code, _, errs := runCmd(args...); code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%q: code %d, %q", args, code, errs)
+		}
+	}
+}

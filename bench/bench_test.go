@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The whole suite runs at a tiny size: every workload on every contender
+// either gives a positive figure or says why it cannot run.
+func TestSuiteRunsEverything(t *testing.T) {
+	wls := Workloads()
+	cs := Contenders("")
+	scale := 0.02
+	if testing.Short() {
+		scale = 0.005
+	}
+	results, err := Run(Config{Workloads: wls, Contenders: cs, Reps: 2, Scale: scale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range results {
+		seen[r.Workload+"/"+r.Contender]++
+		switch {
+		case r.NA != "":
+			if r.Contender == "numapool" {
+				t.Errorf("numapool cannot run %s: %s", r.Workload, r.NA)
+			}
+		case r.Value <= 0:
+			t.Errorf("%s on %s gave %v %s", r.Workload, r.Contender, r.Value, r.Unit)
+		}
+		if strings.HasPrefix(r.Contender, "numapool") && r.NA == "" && r.Stats == nil {
+			t.Errorf("%s on %s: no numapool counters", r.Workload, r.Contender)
+		}
+	}
+	for _, w := range wls {
+		for _, c := range cs {
+			if seen[w.Name+"/"+c.Name] == 0 {
+				t.Errorf("no result for %s on %s", w.Name, c.Name)
+			}
+		}
+	}
+	sums := Summarize(results, wls)
+	var tables bytes.Buffer
+	WriteTables(&tables, sums, wls)
+	for _, w := range wls {
+		if !strings.Contains(tables.String(), w.Name+":") {
+			t.Errorf("no table for %s", w.Name)
+		}
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, results); err != nil {
+		t.Fatal(err)
+	}
+	var back []Result
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back) != len(results) {
+		t.Fatalf("JSON round trip: %d results, %v", len(back), err)
+	}
+	var cv bytes.Buffer
+	if err := WriteCSV(&cv, results); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cv).ReadAll()
+	if err != nil || len(rows) != len(results)+1 {
+		t.Fatalf("CSV: %d rows, %v", len(rows), err)
+	}
+}
+
+func TestSummarizeRatios(t *testing.T) {
+	wls := []Workload{{Name: "w", Unit: "ms"}, {Name: "h", Unit: "GB/s", Higher: true}}
+	results := []Result{
+		{Workload: "w", Contender: "numapool", Value: 2}, {Workload: "w", Contender: "numapool", Value: 4},
+		{Workload: "w", Contender: "numapool-flat", Value: 1},
+		{Workload: "w", Contender: "goroutines", Value: 6},
+		{Workload: "w", Contender: "sequential", Value: 12},
+		{Workload: "w", Contender: "ants", NA: "cannot"},
+		{Workload: "h", Contender: "numapool", Value: 10}, {Workload: "h", Contender: "pond", Value: 20},
+	}
+	got := map[string]Summary{}
+	for _, s := range Summarize(results, wls) {
+		got[s.Workload+"/"+s.Contender] = s
+	}
+	np := got["w/numapool"]
+	if np.Median != 3 || np.Min != 2 || np.Max != 4 || np.VsBest != 2 || np.VsSequential != 4 {
+		t.Errorf("numapool: %+v (want median 3, vs goroutines 2x, vs sequential 4x; numapool-flat is the same family)", np)
+	}
+	if g := got["w/goroutines"]; g.VsBest != 1.0/6 {
+		t.Errorf("goroutines vs best other = %v, want 1/6 (numapool-flat at 1 ms)", g.VsBest)
+	}
+	if got["w/ants"].NA != "cannot" {
+		t.Error("n/a lost")
+	}
+	if h := got["h/numapool"]; h.VsBest != 0.5 {
+		t.Errorf("higher-is-better ratio %v, want 0.5", h.VsBest)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	if _, err := Select(Contenders(""), "numapool,bogus"); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("Select: %v", err)
+	}
+	if _, err := SelectWorkloads("fib-12,nope"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("SelectWorkloads: %v", err)
+	}
+	cs, err := Select(Contenders("2x1"), "numapool-flat")
+	if err != nil || len(cs) != 1 || cs[0].Name != "numapool-flat" {
+		t.Errorf("Select = %v, %v", cs, err)
+	}
+}
+
+// Go benchmarks of the same workloads, for benchstat users:
+// go test -run - -bench Suite ./bench
+func BenchmarkSuite(b *testing.B) {
+	for _, w := range Workloads() {
+		for _, c := range Contenders("") {
+			b.Run(w.Name+"/"+c.Name, func(b *testing.B) {
+				r, err := start(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.stop()
+				var last float64
+				for b.Loop() {
+					v, _, err := w.run(r, 0.1)
+					if IsNA(err) {
+						b.Skip(err)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					last = v
+				}
+				b.ReportMetric(last, strings.ReplaceAll(w.Unit, " ", "_"))
+			})
+		}
+	}
+}

@@ -1,0 +1,346 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/numapool/numapool/pool"
+)
+
+// Config says what to run.
+type Config struct {
+	Workloads  []Workload
+	Contenders []Contender
+	Reps       int     // repetitions per contender and workload
+	Scale      float64 // input size: 1 is the full suite, smaller is quicker
+	Progress   func(done, total int, what string)
+	SkipWarmup bool
+	KeepPerRep bool
+}
+
+// Result is one repetition of one workload by one contender; a contender
+// that cannot run a workload has NA set and no Value.
+type Result struct {
+	Workload  string             `json:"workload"`
+	Contender string             `json:"contender"`
+	Rep       int                `json:"rep"`
+	Value     float64            `json:"value"`
+	Unit      string             `json:"unit"`
+	Extra     map[string]float64 `json:"extra,omitempty"`
+	NA        string             `json:"na,omitempty"`
+	Stats     *pool.Counters     `json:"stats,omitempty"` // numapool's counters over the repetition
+}
+
+// Run runs every workload on every contender Reps times, each contender
+// started once per workload, and returns every repetition.
+func Run(cfg Config) ([]Result, error) {
+	var out []Result
+	total := len(cfg.Workloads) * len(cfg.Contenders)
+	done := 0
+	for _, wl := range cfg.Workloads {
+		for _, c := range cfg.Contenders {
+			if cfg.Progress != nil {
+				cfg.Progress(done, total, wl.Name+" / "+c.Name)
+			}
+			res, err := runOne(wl, c, cfg)
+			if err != nil {
+				return out, fmt.Errorf("bench: %s on %s: %w", wl.Name, c.Name, err)
+			}
+			out = append(out, res...)
+			done++
+		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(total, total, "")
+	}
+	return out, nil
+}
+
+func runOne(wl Workload, c Contender, cfg Config) ([]Result, error) {
+	r, err := start(c)
+	if err != nil {
+		return nil, err
+	}
+	defer r.stop()
+	if !cfg.SkipWarmup {
+		if _, _, err := wl.run(r, cfg.Scale/4); IsNA(err) {
+			return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	var out []Result
+	for rep := range max(cfg.Reps, 1) {
+		var before pool.Counters
+		if r.p != nil {
+			before = r.p.Stats().Total
+		}
+		v, extra, err := wl.run(r, cfg.Scale)
+		if IsNA(err) {
+			return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
+		if r.p != nil {
+			st := r.p.Stats().Total
+			d := diff(st, before)
+			res.Stats = &d
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func diff(a, b pool.Counters) pool.Counters {
+	return pool.Counters{
+		TasksRun: a.TasksRun - b.TasksRun, Spawned: a.Spawned - b.Spawned, LIFOHits: a.LIFOHits - b.LIFOHits,
+		InjectPulls: a.InjectPulls - b.InjectPulls, StealsInNode: a.StealsInNode - b.StealsInNode,
+		StealsCrossNode: a.StealsCrossNode - b.StealsCrossNode, TasksStolenInNode: a.TasksStolenInNode - b.TasksStolenInNode,
+		TasksStolenCrossNode: a.TasksStolenCrossNode - b.TasksStolenCrossNode, Parks: a.Parks - b.Parks, Overflows: a.Overflows - b.Overflows,
+	}
+}
+
+// Summary is one contender on one workload over its repetitions.
+type Summary struct {
+	Workload, Contender, Unit string
+	Median, Min, Max          float64
+	// VsBest is how many times better than the best contender of another
+	// family in the same run (numapool's configurations are one family;
+	// sequential is left to VsSequential): >1 means ahead of all of them.
+	VsBest float64
+	// VsSequential is the speedup over sequential, for time and
+	// throughput figures; 0 when sequential was not run.
+	VsSequential float64
+	Extra        map[string]float64
+	NA           string
+}
+
+// Summarize reduces the repetitions to medians and ratios.
+func Summarize(results []Result, wls []Workload) []Summary {
+	higher := map[string]bool{}
+	for _, w := range wls {
+		higher[w.Name] = w.Higher
+	}
+	type key struct{ w, c string }
+	vals := map[key][]float64{}
+	extras := map[key]map[string][]float64{}
+	nas := map[key]string{}
+	var order []key
+	for _, r := range results {
+		k := key{r.Workload, r.Contender}
+		if _, seen := vals[k]; !seen {
+			if _, seenNA := nas[k]; !seenNA {
+				order = append(order, k)
+			}
+		}
+		if r.NA != "" {
+			nas[k] = r.NA
+			continue
+		}
+		vals[k] = append(vals[k], r.Value)
+		if extras[k] == nil {
+			extras[k] = map[string][]float64{}
+		}
+		for n, v := range r.Extra {
+			extras[k][n] = append(extras[k][n], v)
+		}
+	}
+	var out []Summary
+	for _, k := range order {
+		s := Summary{Workload: k.w, Contender: k.c, NA: nas[k]}
+		for _, r := range results {
+			if r.Workload == k.w {
+				s.Unit = r.Unit
+				break
+			}
+		}
+		if v := vals[k]; len(v) > 0 {
+			s.Median, s.Min, s.Max = median(v), slices.Min(v), slices.Max(v)
+			s.Extra = map[string]float64{}
+			for n, e := range extras[k] {
+				s.Extra[n] = median(e)
+			}
+		}
+		out = append(out, s)
+	}
+	better := func(a, b float64, hi bool) float64 { // how many times a beats b
+		if a == 0 || b == 0 {
+			return 0
+		}
+		if hi {
+			return a / b
+		}
+		return b / a
+	}
+	for i := range out {
+		s := &out[i]
+		if s.NA != "" {
+			continue
+		}
+		hi := higher[s.Workload]
+		best := 0.0
+		for _, o := range out {
+			if o.Workload != s.Workload || o.Contender == s.Contender || o.NA != "" || o.Median == 0 {
+				continue
+			}
+			if o.Contender == "sequential" {
+				if s.Unit != "% on node" {
+					s.VsSequential = better(s.Median, o.Median, hi)
+				}
+				continue
+			}
+			if family(o.Contender) == family(s.Contender) && s.Contender != "sequential" {
+				continue
+			}
+			if best == 0 || better(o.Median, best, hi) > 1 {
+				best = o.Median
+			}
+		}
+		s.VsBest = better(s.Median, best, hi)
+	}
+	return out
+}
+
+// family groups numapool's configurations together.
+func family(contender string) string {
+	if strings.HasPrefix(contender, "numapool") {
+		return "numapool"
+	}
+	return contender
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteTables prints one table per workload.
+func WriteTables(w io.Writer, sums []Summary, wls []Workload) {
+	for _, wl := range wls {
+		var rows []Summary
+		for _, s := range sums {
+			if s.Workload == wl.Name {
+				rows = append(rows, s)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		dir := "lower is better"
+		if wl.Higher {
+			dir = "higher is better"
+		}
+		fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", wl.Name, wl.About, wl.Unit, dir)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  contender\tmedian\tmin-max\tvs best other\tvs sequential\textra")
+		for _, s := range rows {
+			if s.NA != "" {
+				fmt.Fprintf(tw, "  %s\tn/a\t\t\t\t%s\n", s.Contender, s.NA)
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s-%s\t%s\t%s\t%s\n", s.Contender, num(s.Median), num(s.Min), num(s.Max),
+				ratio(s.VsBest), ratio(s.VsSequential), extras(s.Extra))
+		}
+		tw.Flush()
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func ratio(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "x"
+}
+
+func extras(m map[string]float64) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" "+num(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteJSON writes every repetition as a JSON array.
+func WriteJSON(w io.Writer, results []Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// WriteCSV writes one row per repetition, with numapool's counters.
+func WriteCSV(w io.Writer, results []Result) error {
+	cw := csv.NewWriter(w)
+	head := []string{"workload", "contender", "rep", "value", "unit", "na", "extra",
+		"tasks_run", "spawned", "lifo_hits", "inject_pulls", "steals_in_node", "steals_cross_node",
+		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows"}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, r := range results {
+		row := []string{r.Workload, r.Contender, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 6, 64), r.Unit, r.NA, extras(r.Extra)}
+		if s := r.Stats; s != nil {
+			for _, v := range []uint64{s.TasksRun, s.Spawned, s.LIFOHits, s.InjectPulls, s.StealsInNode, s.StealsCrossNode,
+				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows} {
+				row = append(row, strconv.FormatUint(v, 10))
+			}
+		} else {
+			row = append(row, make([]string, 10)...)
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// SelectWorkloads returns the workloads named in a comma-separated list
+// ("" for all), or an error naming an unknown one.
+func SelectWorkloads(names string) ([]Workload, error) {
+	all := Workloads()
+	if names == "" {
+		return all, nil
+	}
+	var out []Workload
+	for _, n := range strings.Split(names, ",") {
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(all, func(w Workload) bool { return w.Name == n })
+		if i < 0 {
+			var have []string
+			for _, w := range all {
+				have = append(have, w.Name)
+			}
+			return nil, fmt.Errorf("bench: unknown workload %q (have %s)", n, strings.Join(have, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}

@@ -1,0 +1,427 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/numapool/numapool/pool"
+)
+
+// A Workload is one measured job. Its run returns the figure for one
+// repetition in Unit, and extra figures by name.
+type Workload struct {
+	Name   string
+	Unit   string
+	Higher bool // higher is better (throughput); otherwise lower (time)
+	About  string
+	run    func(r *runner, scale float64) (float64, map[string]float64, error)
+}
+
+// Workloads returns the suite in order.
+func Workloads() []Workload {
+	return []Workload{
+		{"spawn", "ns/task", false, "10^6 empty tasks submitted from one goroutine", runSpawn},
+		{"spawn-local", "ns/task", false, "the same spawned from inside tasks", runSpawnLocal},
+		{"fib-12", "ms", false, "fork-join fib(32), sequential below 12", func(r *runner, s float64) (float64, map[string]float64, error) { return runFib(r, s, 12) }},
+		{"fib-20", "ms", false, "fork-join fib(32), sequential below 20", func(r *runner, s float64) (float64, map[string]float64, error) { return runFib(r, s, 20) }},
+		{"triad", "GB/s", true, "a = b + s*c over 3 arrays far larger than the L3, first touched by the same split", runTriad},
+		{"reduce", "ms", false, "sum of square roots over 2^24 indexes (compute bound)", runReduce},
+		{"uts", "Mnodes/s", true, "unbalanced tree search, geometric branching, fixed seed, ~10^6 nodes", runUTS},
+		{"pingpong", "µs", false, "submit one task, wait for it, repeat (median; p99 in extras)", runPingPong},
+		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks, bounded queue", runPipeline},
+		{"locality", "% on node", true, "SubmitTo each node in turn: share of tasks run on their node", runLocality},
+	}
+}
+
+func scaled(n int, s float64) int { return max(1, int(float64(n)*s)) }
+
+func since(start time.Time) float64 { return float64(time.Since(start).Nanoseconds()) }
+
+func runSpawn(r *runner, s float64) (float64, map[string]float64, error) {
+	n := scaled(1_000_000, s)
+	var sink atomic.Int64
+	start := time.Now()
+	for range n {
+		r.submit(func() { sink.Add(1) })
+	}
+	r.wait()
+	return since(start) / float64(n), nil, nil
+}
+
+func runSpawnLocal(r *runner, s float64) (float64, map[string]float64, error) {
+	n := scaled(1_000_000, s)
+	roots := r.workers
+	per := n / roots
+	var wg sync.WaitGroup
+	var sink atomic.Int64
+	leaf := func() { sink.Add(1); wg.Done() }
+	start := time.Now()
+	wg.Add(roots * per)
+	switch r.c.kind {
+	case kindNumapool:
+		for range roots {
+			_ = r.p.Submit(func(w *pool.Worker) {
+				for range per {
+					w.Spawn(func(*pool.Worker) { leaf() })
+				}
+			})
+		}
+	case kindGoroutines:
+		for range roots {
+			go func() {
+				for range per {
+					go leaf()
+				}
+			}()
+		}
+	case kindPond:
+		for range roots {
+			r.pond.Go(func() {
+				for range per {
+					r.pond.Go(leaf)
+				}
+			})
+		}
+	case kindSequential:
+		for range roots * per {
+			leaf()
+		}
+	default:
+		return 0, nil, na("submitting from inside a task blocks when the pool is full: its workers would wait on themselves")
+	}
+	wg.Wait()
+	return since(start) / float64(roots*per), nil, nil
+}
+
+func fibSeq(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fibSeq(n-1) + fibSeq(n-2)
+}
+
+func fibJoin(w *pool.Worker, n, cutoff int) int {
+	if n <= cutoff {
+		return fibSeq(n)
+	}
+	var a, b int
+	if err := w.Join(func(w *pool.Worker) { a = fibJoin(w, n-1, cutoff) }, func(w *pool.Worker) { b = fibJoin(w, n-2, cutoff) }); err != nil {
+		panic(err)
+	}
+	return a + b
+}
+
+func fibGo(n, cutoff int) int {
+	if n <= cutoff {
+		return fibSeq(n)
+	}
+	var a int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a = fibGo(n-1, cutoff) }()
+	b := fibGo(n-2, cutoff)
+	wg.Wait()
+	return a + b
+}
+
+func runFib(r *runner, s float64, cutoff int) (float64, map[string]float64, error) {
+	n := 32
+	if s < 0.5 {
+		n = 28
+	}
+	var got int
+	start := time.Now()
+	switch r.c.kind {
+	case kindNumapool:
+		ch := make(chan int)
+		_ = r.p.Submit(func(w *pool.Worker) { ch <- fibJoin(w, n, cutoff) })
+		got = <-ch
+	case kindGoroutines:
+		got = fibGo(n, cutoff)
+	case kindSequential:
+		got = fibSeq(n)
+	case kindErrgroup:
+		return 0, nil, na("nested Wait under SetLimit deadlocks once every slot waits on its children")
+	default:
+		return 0, nil, na("a task waiting for tasks it submitted to the same fixed-size pool can deadlock")
+	}
+	ms := since(start) / 1e6
+	if got != fibSeq(n) {
+		panic("bench: wrong fib result")
+	}
+	return ms, nil, nil
+}
+
+// parallelFor runs body over [0, n) the contender's way: numapool's
+// ParallelFor, or one contiguous chunk per worker for the others.
+func parallelFor(r *runner, n int, body func(lo, hi int)) {
+	switch r.c.kind {
+	case kindNumapool:
+		_ = r.p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) { body(lo, hi) })
+	case kindSequential:
+		body(0, n)
+	default:
+		parts := r.workers
+		for k := range parts {
+			lo, hi := n*k/parts, n*(k+1)/parts
+			r.submit(func() { body(lo, hi) })
+		}
+		r.wait()
+	}
+}
+
+func runTriad(r *runner, s float64) (float64, map[string]float64, error) {
+	n := max(scaled(8<<20, s), 4<<20) // 3 x 32 MiB at least: well past any L3 here
+	a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
+	parallelFor(r, n, func(lo, hi int) { // first touch by the same split
+		for i := lo; i < hi; i++ {
+			a[i], b[i], c[i] = 0, 1, 2
+		}
+	})
+	const reps = 10
+	start := time.Now()
+	for range reps {
+		parallelFor(r, n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				a[i] = b[i] + 3*c[i]
+			}
+		})
+	}
+	return 24 * float64(n) * reps / since(start), nil, nil // bytes per ns = GB/s
+}
+
+func runReduce(r *runner, s float64) (float64, map[string]float64, error) {
+	n := scaled(1<<24, s)
+	var mu sync.Mutex
+	total := 0.0
+	start := time.Now()
+	parallelFor(r, n, func(lo, hi int) {
+		sum := 0.0
+		for i := lo; i < hi; i++ {
+			sum += math.Sqrt(float64(i))
+		}
+		mu.Lock()
+		total += sum
+		mu.Unlock()
+	})
+	return since(start) / 1e6, nil, nil
+}
+
+// utsChildren returns how many children node id has: 4 with probability
+// q, else none (a subcritical binomial tree, so subtrees vary wildly in
+// size); the root has many.
+func utsChildren(id uint64, rootKids int) int {
+	if id == 0 {
+		return rootKids
+	}
+	z := id + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	if float64(z>>11)/float64(1<<53) < 0.2495 {
+		return 4
+	}
+	return 0
+}
+
+func utsChild(id uint64, k int) uint64 { return id*5 + uint64(k) + 1 }
+
+// utsWork stands for UTS's per-node SHA-1: a few hundred nanoseconds of
+// hashing, so that the benchmark measures scheduling of real work.
+func utsWork(id uint64) uint64 {
+	z := id
+	for range 256 {
+		z ^= z >> 31
+		z *= 0xbf58476d1ce4e5b9
+	}
+	return z
+}
+
+var utsSink atomic.Uint64
+
+func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
+	rootKids := scaled(2000, s)
+	var count atomic.Int64
+	var pending atomic.Int64
+	done := make(chan struct{})
+	finish := func() {
+		if pending.Add(-1) == 0 {
+			close(done)
+		}
+	}
+	start := time.Now()
+	switch r.c.kind {
+	case kindNumapool:
+		var visit func(w *pool.Worker, id uint64)
+		visit = func(w *pool.Worker, id uint64) {
+			count.Add(1)
+			utsSink.Add(utsWork(id))
+			kids := utsChildren(id, rootKids)
+			pending.Add(int64(kids))
+			for k := range kids {
+				child := utsChild(id, k)
+				w.Spawn(func(w *pool.Worker) { visit(w, child) })
+			}
+			finish()
+		}
+		pending.Store(1)
+		_ = r.p.Submit(func(w *pool.Worker) { visit(w, 0) })
+	case kindGoroutines, kindPond:
+		var visit func(id uint64)
+		visit = func(id uint64) {
+			count.Add(1)
+			utsSink.Add(utsWork(id))
+			kids := utsChildren(id, rootKids)
+			pending.Add(int64(kids))
+			for k := range kids {
+				child := utsChild(id, k)
+				if r.c.kind == kindPond {
+					r.pond.Go(func() { visit(child) })
+				} else {
+					go visit(child)
+				}
+			}
+			finish()
+		}
+		pending.Store(1)
+		go visit(0)
+	case kindSequential:
+		stack := []uint64{0}
+		for len(stack) > 0 {
+			id := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			count.Add(1)
+			utsSink.Add(utsWork(id))
+			for k := range utsChildren(id, rootKids) {
+				stack = append(stack, utsChild(id, k))
+			}
+		}
+		return float64(count.Load()) / since(start) * 1e3, map[string]float64{"nodes": float64(count.Load())}, nil
+	default:
+		return 0, nil, na("submitting from inside a task blocks when the pool is full: its workers would wait on themselves")
+	}
+	<-done
+	return float64(count.Load()) / since(start) * 1e3, map[string]float64{"nodes": float64(count.Load())}, nil
+}
+
+func runPingPong(r *runner, s float64) (float64, map[string]float64, error) {
+	rounds := scaled(10000, s)
+	lat := make([]float64, rounds)
+	ch := make(chan struct{})
+	for i := range rounds {
+		start := time.Now()
+		switch r.c.kind {
+		case kindSequential:
+			return 0, nil, na("nothing is handed to another thread")
+		default:
+			r.submit(func() { ch <- struct{}{} })
+			<-ch
+			r.wait()
+		}
+		lat[i] = since(start) / 1e3
+	}
+	slices.Sort(lat)
+	return lat[rounds/2], map[string]float64{"p99": lat[rounds*99/100]}, nil
+}
+
+func runPipeline(r *runner, s float64) (float64, map[string]float64, error) {
+	chunks := scaled(20000, s)
+	const perChunk = 32
+	line := strings.TrimSpace(strings.Repeat("12345 ", perChunk))
+	var sum atomic.Int64
+	var wg sync.WaitGroup
+	transformAndReduce := func(vals []int) {
+		t := 0
+		for _, v := range vals {
+			t += v * v % 1000 // transform
+		}
+		sum.Add(int64(t)) // reduce
+		wg.Done()
+	}
+	parse := func() []int {
+		fields := strings.Fields(line)
+		vals := make([]int, len(fields))
+		for i, f := range fields {
+			vals[i], _ = strconv.Atoi(f)
+		}
+		return vals
+	}
+	start := time.Now()
+	wg.Add(chunks)
+	switch r.c.kind {
+	case kindNumapool:
+		// The contender's configuration with a bounded queue: the producer
+		// waits when parsing falls behind.
+		p := r.bounded
+		for range chunks {
+			_ = p.Submit(func(w *pool.Worker) {
+				vals := parse()
+				w.Spawn(func(*pool.Worker) { transformAndReduce(vals) })
+			})
+		}
+		wg.Wait()
+	case kindGoroutines:
+		sem := make(chan struct{}, 256) // the same bound, as a semaphore
+		for range chunks {
+			sem <- struct{}{}
+			go func() {
+				vals := parse()
+				<-sem
+				go transformAndReduce(vals)
+			}()
+		}
+		wg.Wait()
+	case kindPond:
+		for range chunks {
+			r.pond.Go(func() {
+				vals := parse()
+				r.pond.Go(func() { transformAndReduce(vals) })
+			})
+		}
+		wg.Wait()
+	case kindSequential:
+		for range chunks {
+			transformAndReduce(parse())
+		}
+	default:
+		for range chunks {
+			r.submit(func() { transformAndReduce(parse()) }) // both stages in one task
+		}
+		wg.Wait()
+		r.wait()
+	}
+	return float64(chunks*perChunk) / since(start) * 1e3, nil, nil
+}
+
+func runLocality(r *runner, s float64) (float64, map[string]float64, error) {
+	if r.c.kind != kindNumapool {
+		return 0, nil, na("no notion of NUMA nodes")
+	}
+	n := scaled(200000, s)
+	nodes := r.p.Nodes()
+	before := r.p.Stats().Total
+	var local atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		node := nodes[i%len(nodes)]
+		_ = r.p.SubmitTo(node, func(w *pool.Worker) {
+			if w.Node() == node {
+				local.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	after := r.p.Stats().Total
+	cross := float64(after.StealsCrossNode - before.StealsCrossNode)
+	return 100 * float64(local.Load()) / float64(n), map[string]float64{
+		"cross-node steals per 1e6 tasks": cross * 1e6 / float64(n),
+		"nodes":                           float64(len(nodes)),
+	}, nil
+}
