@@ -34,7 +34,7 @@ func Workloads() []Workload {
 		{"uts", "Mnodes/s", true, "unbalanced tree search, geometric branching, fixed seed, ~10^6 nodes", runUTS},
 		{"pingpong", "µs", false, "submit one task, wait for it, repeat (median; p99 in extras)", runPingPong},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks, bounded queue", runPipeline},
-		{"locality", "% on node", true, "SubmitTo each node in turn: share of tasks run on their node", runLocality},
+		{"locality", "% on node", true, "SubmitTo each node of a synthetic 2x2 machine in turn: share of tasks run on their node", runLocality},
 	}
 }
 
@@ -402,26 +402,45 @@ func runLocality(r *runner, s float64) (float64, map[string]float64, error) {
 	if r.c.kind != kindNumapool {
 		return 0, nil, na("no notion of NUMA nodes")
 	}
-	n := scaled(200000, s)
-	nodes := r.p.Nodes()
-	before := r.p.Stats().Total
+	n := scaled(100000, s)
+	extra := map[string]float64{}
+	// The contender's own topology (one node here: trivially local) ...
+	share, cross := locality(r.p, n)
+	extra["this machine %"] = share
+	extra["this machine cross/1e6"] = cross
+	// ... and a synthetic 2x2 machine with the contender's configuration,
+	// where stealing can cross nodes.
+	opts := append(append([]pool.Option{}, r.c.opts...), pool.WithSpec("2x2"))
+	p, err := pool.New(opts...)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer p.Close()
+	share, cross = locality(p, n)
+	extra["2x2 cross/1e6"] = cross
+	return share, extra, nil
+}
+
+// locality submits n small tasks to the pool's nodes in turn and returns
+// the share run on their node (%) and the cross-node steals per 10^6
+// tasks.
+func locality(p *pool.Pool, n int) (share, crossPerM float64) {
+	nodes := p.Nodes()
+	before := p.Stats().Total
 	var local atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
 		node := nodes[i%len(nodes)]
-		_ = r.p.SubmitTo(node, func(w *pool.Worker) {
+		_ = p.SubmitTo(node, func(w *pool.Worker) {
 			if w.Node() == node {
 				local.Add(1)
 			}
+			utsSink.Add(utsWork(uint64(i))) // a little work, so that idle workers steal
 			wg.Done()
 		})
 	}
 	wg.Wait()
-	after := r.p.Stats().Total
-	cross := float64(after.StealsCrossNode - before.StealsCrossNode)
-	return 100 * float64(local.Load()) / float64(n), map[string]float64{
-		"cross-node steals per 1e6 tasks": cross * 1e6 / float64(n),
-		"nodes":                           float64(len(nodes)),
-	}, nil
+	after := p.Stats().Total
+	return 100 * float64(local.Load()) / float64(n), float64(after.StealsCrossNode-before.StealsCrossNode) * 1e6 / float64(n)
 }
