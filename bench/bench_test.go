@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"encoding/xml"
 	"strings"
 	"testing"
 )
@@ -136,5 +137,36 @@ func BenchmarkSuite(b *testing.B) {
 				b.ReportMetric(last, strings.ReplaceAll(w.Unit, " ", "_"))
 			})
 		}
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	wls := []Workload{{Name: "w", Unit: "ms", About: "a <test>"}}
+	results := []Result{
+		{Workload: "w", Contender: "numapool", Value: 2, Unit: "ms"},
+		{Workload: "w", Contender: "goroutines", Value: 4, Unit: "ms"},
+		{Workload: "w", Contender: "ants", NA: "cannot", Unit: "ms"},
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, Summarize(results, wls), wls); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	rects := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+			rects++
+		}
+	}
+	if rects != 3 { // the background and two bars; ants has none
+		t.Errorf("%d rects, want 3", rects)
+	}
+	if !strings.Contains(svg, "a &lt;test&gt;") || !strings.Contains(svg, "n/a") {
+		t.Errorf("labels not escaped or n/a missing:\n%s", svg)
 	}
 }

@@ -24,6 +24,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	spec := fs.String("spec", "", "synthetic topology for the numapool contenders, e.g. 2x2")
 	asJSON := fs.Bool("json", false, "print every repetition as JSON instead of tables")
 	asCSV := fs.Bool("csv", false, "print every repetition as CSV instead of tables")
+	plot := fs.String("plot", "", "also write an SVG chart of the results to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return usageError{"--mode takes one contender"}
 	}
 	cfg := bench.Config{Workloads: wls, Contenders: cs, Reps: *reps, Scale: scale, SkipWarmup: *mode != ""}
-	if isTerminal(os.Stderr) {
+	if isTerminal(os.Stderr) && *mode == "" {
 		cfg.Progress = progressBar(os.Stderr)
 	}
 	if !*asJSON && !*asCSV {
@@ -69,9 +70,25 @@ func benchCmd(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "numapool contenders run on the synthetic topology %s\n", *spec)
 		}
 	}
+	if *plot != "" && !strings.HasSuffix(*plot, ".svg") {
+		return usageError{fmt.Sprintf("--plot %q: only SVG is written; name the file *.svg", *plot)}
+	}
 	results, err := bench.Run(cfg)
 	if err != nil {
 		return err
+	}
+	if *plot != "" {
+		f, err := os.Create(*plot)
+		if err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+		err = bench.WriteSVG(f, bench.Summarize(results, wls), wls)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--plot %s: %w", *plot, err)
+		}
 	}
 	switch {
 	case *asJSON:

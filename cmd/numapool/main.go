@@ -36,7 +36,7 @@ commands:
                         or "0-1;2-3" (OS CPUs per node)
   bench   run the comparison suite (default: quick, about a minute on 2 cores)
           --workload W,... --contender C,... --mode C --reps N --size quick|full|F
-          --spec SPEC --json --csv
+          --spec SPEC --json --csv --plot FILE.svg
   explain start a pool and show where its workers are and how they are bound
           --workers N --places P --steal MODE --spec SPEC --strict
           (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES)

@@ -177,3 +177,17 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchPlot(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "b.svg")
+	if code, _, errs := runCmd("bench", "--workload", "reduce", "--contender", "numapool,sequential", "--reps", "1", "--size", "0.01", "--plot", svg); code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !strings.HasPrefix(string(b), "<svg") {
+		t.Fatalf("plot: %v", err)
+	}
+	if code, _, _ := runCmd("bench", "--plot", "x.png"); code != 2 {
+		t.Errorf("--plot x.png: code %d", code)
+	}
+}
