@@ -223,7 +223,7 @@ func utsChildren(id uint64, rootKids int) int {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	z ^= z >> 31
-	if float64(z>>11)/float64(1<<53) < 0.2495 {
+	if float64(z>>11)/float64(1<<53) < 0.2475 {
 		return 4
 	}
 	return 0
@@ -245,7 +245,7 @@ func utsWork(id uint64) uint64 {
 var utsSink atomic.Uint64
 
 func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
-	rootKids := scaled(2000, s)
+	rootKids := scaled(12000, s) // about 10^6 nodes at full size (q*m = 0.99)
 	var count atomic.Int64
 	var pending atomic.Int64
 	done := make(chan struct{})

@@ -125,14 +125,23 @@ func PageNodes(b []byte) ([]int, error) {
 		pages[i] = start + uintptr(i*page)
 	}
 	status := make([]int32, n)
-	_, _, errno := unix.Syscall6(unix.SYS_MOVE_PAGES, 0, uintptr(n), uintptr(unsafe.Pointer(&pages[0])), 0,
-		uintptr(unsafe.Pointer(&status[0])), 0)
-	if errno != 0 {
-		return nil, fmt.Errorf("pin: move_pages query of %d pages: %w", n, errno)
-	}
 	out := make([]int, n)
-	for i, s := range status {
-		out[i] = max(int(s), -1) // -ENOENT and friends: not present
+	// A page just touched can report -EBUSY while the kernel settles it:
+	// ask again a few times for those.
+	for try := 0; try < 5; try++ {
+		_, _, errno := unix.Syscall6(unix.SYS_MOVE_PAGES, 0, uintptr(n), uintptr(unsafe.Pointer(&pages[0])), 0,
+			uintptr(unsafe.Pointer(&status[0])), 0)
+		if errno != 0 {
+			return nil, fmt.Errorf("pin: move_pages query of %d pages: %w", n, errno)
+		}
+		busy := false
+		for i, s := range status {
+			out[i] = max(int(s), -1) // -ENOENT and friends: not present
+			busy = busy || s == -int32(unix.EBUSY)
+		}
+		if !busy {
+			break
+		}
 	}
 	return out, nil
 }
