@@ -1,0 +1,336 @@
+// Package numa_test proves numapool's NUMA behaviour on a kernel that sees
+// several nodes: the qemu VM of scripts/numa-vm.sh (see scripts/numa-vm-suite.sh).
+// On a machine with one node every test skips and says why.
+package numa_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool"
+	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
+)
+
+// The layout the VM was given, to check discovery against.
+var (
+	wantNodes   = flag.Int("vm.nodes", 0, "nodes with CPUs the VM was given (0: do not check)")
+	wantCPUs    = flag.Int("vm.cpus", 0, "CPUs per node")
+	wantMemOnly = flag.Int("vm.memonly", 0, "memory-only nodes")
+	wantDist    = flag.String("vm.dist", "", "distances a-b=v,... (others 20, local 10)")
+)
+
+func multiNode(t *testing.T) *topology.Topology {
+	t.Helper()
+	topo := topology.Discover()
+	if len(topo.ComputeNodes()) < 2 {
+		t.Skipf("this kernel sees %d node(s) with CPUs: run under scripts/numa-vm.sh", len(topo.ComputeNodes()))
+	}
+	return topo
+}
+
+func newPool(t *testing.T, opts ...pool.Option) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(append(opts, pool.WithoutEnv())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestDiscoveryMatchesLayout(t *testing.T) {
+	topo := multiNode(t)
+	if *wantNodes == 0 {
+		t.Skip("no -vm.nodes given")
+	}
+	total := *wantNodes + *wantMemOnly
+	if len(topo.Nodes) != total {
+		t.Fatalf("%d nodes, want %d", len(topo.Nodes), total)
+	}
+	for i, n := range topo.Nodes {
+		if n.ID != i {
+			t.Errorf("node %d has ID %d", i, n.ID)
+		}
+		if i < *wantNodes {
+			want := topology.RangeCPUSet(i**wantCPUs, (i+1)**wantCPUs-1)
+			if !n.CPUs.Equal(want) || n.MemoryOnly() {
+				t.Errorf("node %d: CPUs %s, want %s", i, n.CPUs, want)
+			}
+		} else if !n.MemoryOnly() || !n.CPUs.IsEmpty() {
+			t.Errorf("node %d should be memory-only, has CPUs %s", i, n.CPUs)
+		}
+		if n.MemoryBytes <= 0 {
+			t.Errorf("node %d: memory %d", i, n.MemoryBytes)
+		}
+	}
+	want := map[[2]int]int{}
+	if *wantDist != "" {
+		for _, p := range strings.Split(*wantDist, ",") {
+			var a, b, v int
+			if _, err := fmt.Sscanf(p, "%d-%d=%d", &a, &b, &v); err != nil {
+				t.Fatalf("-vm.dist %q: %v", p, err)
+			}
+			want[[2]int{a, b}], want[[2]int{b, a}] = v, v
+		}
+	}
+	for a := range total {
+		for b := range total {
+			exp := 10
+			if a != b {
+				exp = 20
+				if v, ok := want[[2]int{a, b}]; ok {
+					exp = v
+				}
+			}
+			if got, ok := topo.Distances.Between(a, b); !ok || got != exp {
+				t.Errorf("distance %d->%d = %d, want %d", a, b, got, exp)
+			}
+		}
+	}
+}
+
+// Every worker runs on its node's CPUs, sampled with getcpu inside tasks,
+// for each binding.
+func TestWorkersRunOnTheirNode(t *testing.T) {
+	topo := multiNode(t)
+	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores, pin.Threads, pin.LLCaches} {
+		t.Run(b.String(), func(t *testing.T) {
+			p := newPool(t, pool.WithBinding(b), pool.WithStrict())
+			var wrong, samples atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 400 {
+				wg.Add(1)
+				node := p.Nodes()[i%len(p.Nodes())]
+				_ = p.SubmitTo(node, func(w *pool.Worker) {
+					defer wg.Done()
+					for range 20 {
+						cpu, _, err := pin.CurrentCPU()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						c, _ := topo.CPU(cpu)
+						samples.Add(1)
+						if c.Node != w.Node() {
+							wrong.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if wrong.Load() > 0 {
+				t.Errorf("%d of %d samples ran off the worker's node", wrong.Load(), samples.Load())
+			}
+		})
+	}
+}
+
+func TestAllocOnNodePlacesPages(t *testing.T) {
+	topo := multiNode(t)
+	for _, n := range topo.Nodes {
+		if !n.HasMemory {
+			continue
+		}
+		s, release, err := pool.AllocOnNode[float64](n.ID, 1<<16)
+		if err != nil {
+			t.Fatalf("node %d: %v", n.ID, err)
+		}
+		nodes, err := pin.PageNodes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range nodes {
+			if got != n.ID {
+				t.Errorf("node %d: page %d is on node %d", n.ID, i, got)
+				break
+			}
+		}
+		_ = release()
+	}
+}
+
+// A slice first touched by ParallelFor and then processed by ParallelFor
+// has its blocks' pages on the node that processed them.
+func TestFirstTouchLocality(t *testing.T) {
+	multiNode(t)
+	p := newPool(t)
+	const n = 1 << 21
+	data := make([]float64, n)
+	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			data[i] = 1
+		}
+	})
+	page := os.Getpagesize() / 8
+	ran := make([]int32, n/page+1) // node that processed each page, by the second loop
+	_ = p.ParallelFor(n, 0, func(w *pool.Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			data[i] *= 2
+		}
+		for pg := lo / page; pg <= (hi-1)/page; pg++ {
+			atomic.StoreInt32(&ran[pg], int32(w.Node()))
+		}
+	})
+	good, total := 0, 0
+	for pg := 1; pg < n/page-1; pg++ {
+		got, err := pin.NodeOf(unsafe.Pointer(&data[pg*page]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total++
+		if got == int(ran[pg]) {
+			good++
+		}
+	}
+	t.Logf("first touch: %d of %d pages on the node that processed them (%.2f%%)", good, total, 100*float64(good)/float64(total))
+	if good*100 < total*99 {
+		t.Errorf("only %d of %d pages on the node that processed them", good, total)
+	}
+}
+
+func TestSubmitToRunsOnNode(t *testing.T) {
+	multiNode(t)
+	for _, strict := range []bool{false, true} {
+		p := newPool(t)
+		var off, total atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 4000 {
+			node := p.Nodes()[i%len(p.Nodes())]
+			wg.Add(1)
+			task := func(w *pool.Worker) {
+				defer wg.Done()
+				total.Add(1)
+				if w.Node() != node {
+					off.Add(1)
+				}
+				for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+				}
+			}
+			var err error
+			if strict {
+				err = p.SubmitToStrict(node, task)
+			} else {
+				err = p.SubmitTo(node, task)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		t.Logf("strict=%v: %d of %d tasks off their node", strict, off.Load(), total.Load())
+		if strict && off.Load() != 0 || !strict && off.Load()*100 > total.Load() {
+			t.Errorf("strict=%v: %d of %d tasks ran off their node", strict, off.Load(), total.Load())
+		}
+	}
+}
+
+// With work only on node 0, other nodes help only after node 0's own
+// workers are busy, and their steals show as cross-node; with balanced
+// work cross-node steals stay near zero. Figures for hierarchical and
+// flat stealing are logged.
+func TestHierarchicalStealing(t *testing.T) {
+	multiNode(t)
+	spin := func(*pool.Worker) {
+		for start := time.Now(); time.Since(start) < 50*time.Microsecond; {
+		}
+	}
+	for _, mode := range []steal.Mode{steal.Hierarchical, steal.Flat} {
+		p := newPool(t, pool.WithSteal(mode))
+		nodes := p.Nodes()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		_ = p.SubmitTo(nodes[0], func(w *pool.Worker) {
+			defer wg.Done()
+			for range 2000 {
+				w.Spawn(spin)
+			}
+		})
+		wg.Wait()
+		_ = p.Close()
+		st := p.Stats()
+		var onNode0 uint64
+		for _, ws := range st.Workers {
+			if ws.Node == nodes[0] {
+				onNode0 += ws.TasksRun
+			}
+		}
+		t.Logf("%v, work on node %d only: %d of %d tasks ran there; steals in-node %d, cross-node %d (%d tasks)",
+			mode, nodes[0], onNode0, st.Total.TasksRun, st.Total.StealsInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode)
+		if mode == steal.Hierarchical && st.Total.StealsCrossNode == 0 {
+			t.Errorf("no cross-node steal although only node %d had work", nodes[0])
+		}
+
+		p = newPool(t, pool.WithSteal(mode))
+		for range 20 {
+			var wg sync.WaitGroup
+			for _, node := range nodes {
+				wg.Add(1)
+				_ = p.SubmitTo(node, func(w *pool.Worker) {
+					defer wg.Done()
+					for range 100 {
+						w.Spawn(spin)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		_ = p.Close()
+		st = p.Stats()
+		t.Logf("%v, balanced: steals in-node %d (%d tasks), cross-node %d (%d tasks)",
+			mode, st.Total.StealsInNode, st.Total.TasksStolenInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode)
+	}
+}
+
+// Threads that are not workers keep the process's mask.
+func TestNoAffinityLeak(t *testing.T) {
+	topo := multiNode(t)
+	p := newPool(t, pool.WithBinding(pin.Threads))
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		_ = p.Submit(func(*pool.Worker) { wg.Done() })
+	}
+	wg.Wait()
+	bound := map[string]bool{}
+	for _, ws := range p.Stats().Workers {
+		bound[ws.Bound] = true
+	}
+	all := topo.Allowed.String()
+	files, _ := filepath.Glob("/proc/self/task/*/status")
+	narrowed := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				v = strings.TrimSpace(v)
+				if v != all {
+					if !bound[v] {
+						t.Errorf("thread %s has mask %s: neither the process's %s nor a worker's", f, v, all)
+					}
+					narrowed++
+				}
+			}
+		}
+	}
+	if narrowed > p.Workers() {
+		t.Errorf("%d threads narrowed, but only %d workers", narrowed, p.Workers())
+	}
+	_ = p.Close()
+	if got := slices.Collect(topology.Discover().Allowed.All()); len(got) != topo.Allowed.Len() {
+		t.Errorf("after Close the process's allowed CPUs are %v", got)
+	}
+}
