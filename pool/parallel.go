@@ -17,7 +17,9 @@ import (
 // (and stays there at the top level); inside a node a worker runs its
 // block in grain-sized pieces and offers the upper half of what is left
 // whenever its queue is empty, so idle workers of the node steal halves
-// (lazy binary splitting). A block crosses to
+// (lazy binary splitting). A worker of another node, once its own node
+// has run dry, may take grain-sized bites from the end of a piece (a
+// tail-end steal, counted in Stats); the rest goes back to its node. A block crosses to
 // another node only when a whole node has run dry (a tail-end steal,
 // counted in Stats as a cross-node steal). So data first touched by a
 // ParallelFor over n is, in every later ParallelFor over n, processed by
@@ -87,18 +89,30 @@ func (s *forState) finish(k int) {
 	}
 }
 
-// block returns the task that runs [lo, hi) by lazy binary splitting:
-// it runs body on grain-sized pieces from the front, and whenever its
-// worker's queue is empty (the half it offered last was taken, or none
-// was offered yet) it offers the upper half of what is left to thieves.
-// A loop nobody steals from thus runs as a few large sequential sweeps,
-// and the imbalance at the end is at most one piece.
-func (s *forState) block(lo, hi int) func(*Worker) {
+// block returns the task that runs [lo, hi), a piece of node group
+// home's block, by lazy binary splitting: it runs body on grain-sized
+// pieces from the front, and whenever its worker's queue is empty (the
+// half it offered last was taken, or none was offered yet) it offers the
+// upper half of what is left to thieves. A loop nobody steals from thus
+// runs as a few large sequential sweeps, and the imbalance at the end is
+// at most one piece.
+//
+// A worker of another node that stole the piece (its own node ran dry)
+// takes one grain-sized bite from the end and sends the rest home, so
+// that helping across nodes moves little data and the blocks stay with
+// the node that first touched them.
+func (s *forState) block(lo, hi, home int) func(*Worker) {
 	return func(w *Worker) {
+		if w.group.index != home && hi-lo > s.grain && !s.stopped() {
+			g := w.pool.groups[home]
+			g.inject.Requeue(&task{fn: s.block(lo, hi-s.grain, home), home: -1})
+			w.pool.idle.notify(home)
+			lo = hi - s.grain
+		}
 		for lo < hi && !s.stopped() {
 			if hi-lo > 2*s.grain && w.local.IsEmpty() {
 				mid := lo + (hi-lo)/2
-				w.push(&task{fn: s.block(mid, hi), home: -1})
+				w.push(&task{fn: s.block(mid, hi, home), home: -1})
 				w.pool.idle.notify(w.group.index)
 				hi = mid
 				continue
@@ -149,7 +163,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 		g := p.groups[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		t := &task{fn: s.block(b.Lo, b.Hi), home: int32(g.index)}
+		t := &task{fn: s.block(b.Lo, b.Hi, g.index), home: int32(g.index)}
 		if w != nil {
 			g.inject.Requeue(t) // inside a task: the pool is running this work already
 		} else if err := g.inject.Push(t); err != nil {
