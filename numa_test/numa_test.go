@@ -166,7 +166,11 @@ func TestFirstTouchLocality(t *testing.T) {
 	multiNode(t)
 	p := newPool(t)
 	const n = 1 << 21
-	data := make([]float64, n)
+	data, release, err := pool.AllocFirstTouch[float64](n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			data[i] = 1

@@ -71,6 +71,22 @@ func Mbind(b []byte, p Policy, nodes topology.CPUSet) error {
 	return nil
 }
 
+// Map maps size bytes of anonymous memory and touches none of it: each
+// page is allocated on the node of the thread that first writes it (or by
+// the thread's memory policy). Go's own allocator may zero reused memory
+// on the allocating thread, which defeats first touch; memory from Map
+// does not have that problem. release unmaps it.
+func Map(size int) (b []byte, release func() error, err error) {
+	if size <= 0 {
+		return nil, nil, fmt.Errorf("pin: Map of %d bytes", size)
+	}
+	b, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pin: mmap of %d bytes: %w", size, err)
+	}
+	return b, func() error { return unix.Munmap(b) }, nil
+}
+
 // Alloc maps size bytes of anonymous memory bound to node (MPOL_BIND) and
 // touches every page so that the memory is on the node when Alloc
 // returns. release unmaps it; the slice must not be used afterwards.

@@ -58,6 +58,9 @@ func SetMemPolicy(p Policy, nodes topology.CPUSet) error { return ErrUnsupported
 // Mbind returns ErrUnsupported.
 func Mbind(b []byte, p Policy, nodes topology.CPUSet) error { return ErrUnsupported }
 
+// Map returns ErrUnsupported.
+func Map(size int) (b []byte, release func() error, err error) { return nil, nil, ErrUnsupported }
+
 // Alloc returns ErrUnsupported.
 func Alloc(size, node int) (b []byte, release func() error, err error) {
 	return nil, nil, ErrUnsupported

@@ -395,3 +395,35 @@ func TestPoolGroupWaitInsideTaskPanics(t *testing.T) {
 		t.Errorf("recover() = %q", got)
 	}
 }
+
+func TestAllocFirstTouch(t *testing.T) {
+	s, release, err := AllocFirstTouch[int32](1 << 20)
+	if errors.Is(err, pin.ErrUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	if err := p.ParallelFor(len(s), 0, func(_ *Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s[i] = int32(i)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s {
+		if s[i] != int32(i) {
+			t.Fatalf("s[%d] = %d", i, s[i])
+		}
+	}
+	nodes, err := pin.PageNodes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(nodes, -1) {
+		t.Error("a page written by ParallelFor is not present")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/numapool/numapool/pin"
@@ -67,6 +68,10 @@ func (p *Pool) Split(n int) []NodeBlock {
 	return out
 }
 
+// crossNodeAfter is how long a loop piece must wait before a worker of
+// another node may take bites of it.
+const crossNodeAfter = 2 * time.Millisecond
+
 type forState struct {
 	body      func(w *Worker, lo, hi int)
 	grain     int
@@ -98,21 +103,31 @@ func (s *forState) finish(k int) {
 // at most one piece.
 //
 // A worker of another node that stole the piece (its own node ran dry)
-// takes one grain-sized bite from the end and sends the rest home, so
-// that helping across nodes moves little data and the blocks stay with
-// the node that first touched them.
-func (s *forState) block(lo, hi, home int) func(*Worker) {
+// sends it home if it was offered less than crossNodeAfter ago (its node
+// is busy with it), and otherwise takes one grain-sized bite from the end
+// and sends the rest home: helping across nodes moves little data, only
+// when a node lags, and the blocks stay with the node that first touched
+// them.
+func (s *forState) block(lo, hi, home int, offered time.Time) func(*Worker) {
 	return func(w *Worker) {
-		if w.group.index != home && hi-lo > s.grain && !s.stopped() {
+		if w.group.index != home && !s.stopped() {
 			g := w.pool.groups[home]
-			g.inject.Requeue(&task{fn: s.block(lo, hi-s.grain, home), home: -1})
-			w.pool.idle.notify(home)
-			lo = hi - s.grain
+			if time.Since(offered) < crossNodeAfter {
+				// Fresh work of a busy node: leave it to that node.
+				g.inject.Requeue(&task{fn: s.block(lo, hi, home, offered), home: -1})
+				w.pool.idle.notify(home)
+				return
+			}
+			if hi-lo > s.grain {
+				g.inject.Requeue(&task{fn: s.block(lo, hi-s.grain, home, offered), home: -1})
+				w.pool.idle.notify(home)
+				lo = hi - s.grain
+			}
 		}
 		for lo < hi && !s.stopped() {
 			if hi-lo > 2*s.grain && w.local.IsEmpty() {
 				mid := lo + (hi-lo)/2
-				w.push(&task{fn: s.block(mid, hi, home), home: -1})
+				w.push(&task{fn: s.block(mid, hi, home, time.Now()), home: -1})
 				w.pool.idle.notify(w.group.index)
 				hi = mid
 				continue
@@ -163,7 +178,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 		g := p.groups[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		t := &task{fn: s.block(b.Lo, b.Hi, g.index), home: int32(g.index)}
+		t := &task{fn: s.block(b.Lo, b.Hi, g.index, time.Now()), home: int32(g.index)}
 		if w != nil {
 			g.inject.Requeue(t) // inside a task: the pool is running this work already
 		} else if err := g.inject.Push(t); err != nil {
@@ -198,6 +213,27 @@ func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error
 	}
 	var zero T
 	b, release, err := pin.Alloc(n*int(unsafe.Sizeof(zero)), node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), release, nil
+}
+
+// AllocFirstTouch returns a slice of n zeroed elements whose pages are
+// not yet allocated: each lands on the node of the worker that first
+// writes it. Initialise it with ParallelFor, and every later ParallelFor
+// over the same n processes each block on the node that holds it (the
+// first-touch pattern). A slice from make may not work so: Go zeroes
+// reused heap memory on the allocating thread, which places the pages
+// there. release frees the slice, which must not be used afterwards. On
+// systems without NUMA placement it returns pin.ErrUnsupported (use make
+// there).
+func AllocFirstTouch[T Numeric](n int) (s []T, release func() error, err error) {
+	if n <= 0 {
+		return nil, func() error { return nil }, nil
+	}
+	var zero T
+	b, release, err := pin.Map(n * int(unsafe.Sizeof(zero)))
 	if err != nil {
 		return nil, nil, err
 	}
