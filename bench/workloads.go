@@ -254,39 +254,36 @@ func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
 			close(done)
 		}
 	}
+	// node visits one tree node and hands each child to spawn.
+	node := func(id uint64, spawn func(child uint64)) {
+		count.Add(1)
+		utsSink.Add(utsWork(id))
+		kids := utsChildren(id, rootKids)
+		pending.Add(int64(kids))
+		for k := range kids {
+			spawn(utsChild(id, k))
+		}
+		finish()
+	}
 	start := time.Now()
 	switch r.c.kind {
 	case kindNumapool:
 		var visit func(w *pool.Worker, id uint64)
 		visit = func(w *pool.Worker, id uint64) {
-			count.Add(1)
-			utsSink.Add(utsWork(id))
-			kids := utsChildren(id, rootKids)
-			pending.Add(int64(kids))
-			for k := range kids {
-				child := utsChild(id, k)
-				w.Spawn(func(w *pool.Worker) { visit(w, child) })
-			}
-			finish()
+			node(id, func(c uint64) { w.Spawn(func(w *pool.Worker) { visit(w, c) }) })
 		}
 		pending.Store(1)
 		_ = r.p.Submit(func(w *pool.Worker) { visit(w, 0) })
 	case kindGoroutines, kindPond:
 		var visit func(id uint64)
 		visit = func(id uint64) {
-			count.Add(1)
-			utsSink.Add(utsWork(id))
-			kids := utsChildren(id, rootKids)
-			pending.Add(int64(kids))
-			for k := range kids {
-				child := utsChild(id, k)
+			node(id, func(c uint64) {
 				if r.c.kind == kindPond {
-					r.pond.Go(func() { visit(child) })
+					r.pond.Go(func() { visit(c) })
 				} else {
-					go visit(child)
+					go visit(c)
 				}
-			}
-			finish()
+			})
 		}
 		pending.Store(1)
 		go visit(0)
