@@ -37,6 +37,7 @@ type config struct {
 	panicHandler func(value any, stack []byte)
 	shardBound   int
 	interval     int // fairness interval; 0: self-tuned
+	strictLoops  bool
 	noEnv        bool
 }
 
@@ -146,6 +147,15 @@ func WithFairnessInterval(n int) Option {
 		c.interval = n
 		return nil
 	})
+}
+
+// WithStrictLoops keeps every piece of a ParallelFor on the node whose
+// block it belongs to, as OpenMP's static schedule with proc_bind does:
+// data first touched by a loop is always processed on its node, at the
+// price of no help across nodes when one lags. By default a node that has
+// run dry may take small bites of a lagging node's pieces.
+func WithStrictLoops() Option {
+	return optionFunc(func(c *config) error { c.strictLoops = true; return nil })
 }
 
 // WithoutEnv ignores the NUMAPOOL_* environment variables.

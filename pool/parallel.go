@@ -112,7 +112,7 @@ func (s *forState) block(lo, hi, home int, offered time.Time) func(*Worker) {
 	return func(w *Worker) {
 		if w.group.index != home && !s.stopped() {
 			g := w.pool.groups[home]
-			if time.Since(offered) < crossNodeAfter {
+			if w.pool.cfg.strictLoops || time.Since(offered) < crossNodeAfter {
 				// Fresh work of a busy node: leave it to that node.
 				g.inject.Requeue(&task{fn: s.block(lo, hi, home, offered), home: -1})
 				w.pool.idle.notify(home)

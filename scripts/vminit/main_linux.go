@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +24,37 @@ func main() {
 	os.Exit(code) // not reached when the reboot call works
 }
 
+// settle waits (at most 10 s) until the nodes' free memory stops growing:
+// the kernel initialises much of each node's memory in the background
+// after boot (deferred struct page init), and until it is done an
+// allocation can fall back to another node, which would spoil placement
+// tests.
+func settle() {
+	prev := int64(-1)
+	for range 100 {
+		var free int64
+		files, _ := filepath.Glob("/sys/devices/system/node/node*/meminfo")
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if i := strings.Index(line, "MemFree:"); i >= 0 {
+					var kb int64
+					fmt.Sscanf(strings.TrimSpace(line[i+len("MemFree:"):]), "%d", &kb)
+					free += kb
+				}
+			}
+		}
+		if free == prev {
+			return
+		}
+		prev = free
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func run() int {
 	for _, m := range []struct{ src, dir, fstype string }{
 		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"}, {"tmpfs", "/tmp", "tmpfs"},
@@ -31,6 +64,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "vminit: mount %s: %v\n", m.dir, err)
 		}
 	}
+	settle()
 	var args []string
 	if b, err := os.ReadFile("/payload.args"); err == nil {
 		for _, a := range strings.Split(string(b), "\n") {
