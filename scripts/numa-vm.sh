@@ -3,7 +3,7 @@
 # several NUMA nodes, stream its output, and exit with its exit code.
 #
 #   scripts/numa-vm.sh [options] BINARY [ARGS...]
-#   CGO_ENABLED=0 go test -exec scripts/numa-vm.sh ./numa_test      (as go test -exec)
+#   CGO_ENABLED=0 go test -exec "$PWD/scripts/numa-vm.sh" ./numa_test   (as go test -exec: an absolute path)
 #
 # Options (or the environment variable in brackets, for go test -exec):
 #   --nodes N            NUMA nodes with CPUs                       [NUMAPOOL_VM_NODES=2]
