@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -190,11 +189,6 @@ func nodeIDs(nodes []topology.Node) string {
 		ids[i] = fmt.Sprint(n.ID)
 	}
 	return strings.Join(ids, ",")
-}
-
-// bindSet returns the OS CPUs a worker on topology CPU cpu binds to.
-func bindSet(t *topology.Topology, b pin.Binding, cpu int) (topology.CPUSet, error) {
-	return pin.Place(t, b, cpu)
 }
 
 func singleton(cpu int) topology.CPUSet { return topology.NewCPUSet(cpu) }

@@ -119,7 +119,7 @@ func (w *Worker) main(placed chan<- error) {
 	defer w.pool.exited.Done()
 	w.owner.set()
 	var th *pin.Thread
-	cpus, err := bindSet(w.pool.topo, w.pool.cfg.binding, w.cpu)
+	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
 	if err == nil {
 		th, err = pin.Lock(cpus)
 	}
@@ -173,14 +173,17 @@ func (w *Worker) next() *task {
 			return t
 		}
 	}
-	if w.lifoRuns < maxLIFORuns {
+	// Load before Swap: most ticks find the slot empty, and a load costs
+	// no locked instruction.
+	if w.lifo.Load() != nil {
 		if t := w.lifo.Swap(nil); t != nil {
-			w.lifoRuns++
-			w.c.LIFOHits++
-			return t
+			if w.lifoRuns < maxLIFORuns {
+				w.lifoRuns++
+				w.c.LIFOHits++
+				return t
+			}
+			w.push(t) // the slot had its turns: to the back of the queue
 		}
-	} else if t := w.lifo.Swap(nil); t != nil {
-		w.push(t) // the slot had its turns: to the back of the queue
 	}
 	w.lifoRuns = 0
 	if t, ok := w.local.Pop(); ok {
