@@ -3,6 +3,10 @@ package pin
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -76,16 +80,65 @@ func Mbind(b []byte, p Policy, nodes topology.CPUSet) error {
 // the thread's memory policy). Go's own allocator may zero reused memory
 // on the allocating thread, which defeats first touch; memory from Map
 // does not have that problem. release unmaps it.
+//
+// The mapping starts on a transparent huge page boundary (HugePageSize).
+// With THP enabled the kernel places a whole huge page on the node of its
+// first toucher, so first-touch placement has huge-page granularity: a
+// block boundary inside a huge page leaves that huge page on one side.
+// Aligning the start keeps blocks that are multiples of the huge page size
+// exact, and limits the rest to one huge page per boundary.
 func Map(size int) (b []byte, release func() error, err error) {
 	if size <= 0 {
 		return nil, nil, fmt.Errorf("pin: Map of %d bytes", size)
 	}
-	b, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	align := uintptr(HugePageSize())
+	length := uintptr(size)
+	// Map align bytes more than asked, then unmap the unaligned head and
+	// the tail beyond the aligned region.
+	raw, err := unix.MmapPtr(-1, 0, nil, length+align, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pin: mmap of %d bytes: %w", size, err)
 	}
-	return b, func() error { return unix.Munmap(b) }, nil
+	start := uintptr(raw)
+	aligned := (start + align - 1) &^ (align - 1)
+	if head := aligned - start; head > 0 {
+		_ = unix.MunmapPtr(raw, head)
+	}
+	if tail := start + length + align - (aligned + length); tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(raw, aligned-start+length), tail)
+	}
+	p := unsafe.Add(raw, aligned-start)
+	var released atomic.Bool
+	release = func() error {
+		if !released.CompareAndSwap(false, true) {
+			return nil // a second munmap could hit a later mapping at the same address
+		}
+		return unix.MunmapPtr(p, length)
+	}
+	return unsafe.Slice((*byte)(p), size), release, nil
 }
+
+// HugePageSize is the size of a transparent huge page
+// (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size), or 2 MiB where the
+// kernel does not say.
+func HugePageSize() int {
+	hugePageOnce.Do(func() {
+		hugePage = 2 << 20
+		b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+		if err != nil {
+			return
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 && v&(v-1) == 0 {
+			hugePage = v
+		}
+	})
+	return hugePage
+}
+
+var (
+	hugePageOnce sync.Once
+	hugePage     int
+)
 
 // Alloc maps size bytes of anonymous memory bound to node (MPOL_BIND) and
 // touches every page so that the memory is on the node when Alloc

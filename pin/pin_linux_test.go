@@ -264,3 +264,41 @@ func TestMemPolicy(t *testing.T) {
 		t.Errorf("binding to a node that does not exist: %v", err)
 	}
 }
+
+// Map starts on a huge page boundary, leaves its pages untouched, and
+// gives back exactly the bytes asked for; release is idempotent.
+func TestMapIsAlignedAndUntouched(t *testing.T) {
+	huge := HugePageSize()
+	if huge <= 0 || huge&(huge-1) != 0 {
+		t.Fatalf("HugePageSize = %d", huge)
+	}
+	for _, size := range []int{1, os.Getpagesize() + 1, huge, 3*huge + 12345} {
+		b, release, err := Map(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != size {
+			t.Errorf("Map(%d): %d bytes", size, len(b))
+		}
+		if addr := uintptr(unsafe.Pointer(&b[0])); addr%uintptr(huge) != 0 {
+			t.Errorf("Map(%d) at %#x: not aligned to %d", size, addr, huge)
+		}
+		resident := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(size), uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		if i := slices.IndexFunc(resident, func(x byte) bool { return x&1 != 0 }); i >= 0 {
+			t.Errorf("Map(%d): page %d resident before any touch", size, i)
+		}
+		b[0], b[size-1] = 1, 2
+		if err := release(); err != nil {
+			t.Errorf("release: %v", err)
+		}
+		if err := release(); err != nil {
+			t.Errorf("second release: %v", err)
+		}
+	}
+	if _, _, err := Map(0); err == nil {
+		t.Error("Map(0) accepted")
+	}
+}

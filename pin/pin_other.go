@@ -61,6 +61,9 @@ func Mbind(b []byte, p Policy, nodes topology.CPUSet) error { return ErrUnsuppor
 // Map returns ErrUnsupported.
 func Map(size int) (b []byte, release func() error, err error) { return nil, nil, ErrUnsupported }
 
+// HugePageSize returns 2 MiB, the common transparent huge page size.
+func HugePageSize() int { return 2 << 20 }
+
 // Alloc returns ErrUnsupported.
 func Alloc(size, node int) (b []byte, release func() error, err error) {
 	return nil, nil, ErrUnsupported

@@ -35,7 +35,7 @@ func (r *reader) readAllowed(t *Topology) error {
 		if err != nil {
 			return wrap("proc/self/status", err)
 		}
-		if st.hasCPUs {
+		if st.hasCPUs && r.statusCPUs {
 			t.Allowed = t.Allowed.And(st.cpus)
 		}
 		if st.hasMems {

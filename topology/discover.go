@@ -11,8 +11,9 @@ import (
 
 // Discover returns the topology of this machine as this process may use
 // it. On Linux it reads /sys and /proc and narrows the allowed CPUs to the
-// process's affinity mask (so taskset, numactl, cgroup cpusets and batch
-// systems' binding are honoured). Where that is impossible (another OS, an
+// process's affinity mask as the process started with it (so taskset,
+// numactl, cgroup cpusets and batch systems' binding are honoured, and the
+// pinned threads of a running pool are not mistaken for the process). Where that is impossible (another OS, an
 // unreadable or malformed sysfs) it returns the portable fallback, one node
 // of runtime.NumCPU CPUs, with the reason in Degraded. It never fails.
 func Discover() *Topology {

@@ -7,12 +7,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// getAffinity returns the process's CPU affinity mask (its main thread's,
-// not the calling thread's, which may be a pinned worker). It is a
-// variable so that tests can replay recorded masks.
-var getAffinity = func() (CPUSet, error) {
+// getAffinity returns the CPUs the process was allowed when it started:
+// the affinity mask read while this package was initialised, before any
+// thread was pinned. Reading it later would not do: sched_getaffinity
+// answers for one thread, and any thread, the main one included, may by
+// then be running a pinned worker of a pool (Go runs a goroutine that
+// locks its thread on whatever thread it is on). It is a variable so that
+// tests can replay recorded masks.
+var getAffinity = func() (CPUSet, error) { return startAffinity, startAffinityErr }
+
+var startAffinity, startAffinityErr = readAffinity()
+
+func readAffinity() (CPUSet, error) {
 	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(unix.Getpid(), &set); err != nil {
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return CPUSet{}, fmt.Errorf("sched_getaffinity: %w", err)
 	}
 	var out CPUSet
@@ -33,14 +41,14 @@ func discoverOS() (*Topology, error) {
 	if unix.Uname(&uts) == nil {
 		arch = unix.ByteSliceToString(uts.Machine[:])
 	}
-	t, err := fromFS(os.DirFS("/"), arch)
+	aff, affErr := getAffinity()
+	t, err := fromFS(os.DirFS("/"), arch, affErr != nil)
 	if err != nil {
 		return nil, err
 	}
 	t.Source = "sysfs:/"
-	aff, err := getAffinity()
-	if err != nil {
-		t.Degraded = append(t.Degraded, err.Error()+": allowed CPUs from /proc/self/status only")
+	if affErr != nil {
+		t.Degraded = append(t.Degraded, affErr.Error()+": allowed CPUs from /proc/self/status only")
 		return t, nil
 	}
 	return narrowToAffinity(t, aff)

@@ -46,13 +46,16 @@ func FromDir(dir string) (*Topology, error) {
 // malformed file is an error naming the file and the text; a missing
 // optional file is recorded in Degraded.
 func FromFS(fsys fs.FS) (*Topology, error) {
-	return fromFS(fsys, "")
+	return fromFS(fsys, "", true)
 }
 
 // fromFS reads fsys; arch is the running kernel's machine name when fsys
-// is this machine's root, "" for a capture.
-func fromFS(fsys fs.FS, arch string) (*Topology, error) {
-	r := &reader{fsys: fsys, arch: arch}
+// is this machine's root, "" for a capture. statusCPUs says whether the
+// Cpus_allowed_list of proc/self/status counts: not for this machine,
+// where it is the main thread's mask of the moment and the process's
+// starting affinity is used instead.
+func fromFS(fsys fs.FS, arch string, statusCPUs bool) (*Topology, error) {
+	r := &reader{fsys: fsys, arch: arch, statusCPUs: statusCPUs}
 	t := &Topology{Source: "sysfs"}
 	r.readMachine(t)
 	if err := r.readCPUs(t); err != nil {
@@ -74,12 +77,13 @@ func fromFS(fsys fs.FS, arch string) (*Topology, error) {
 // reader reads files of one filesystem root and remembers what it had to
 // assume.
 type reader struct {
-	fsys  fs.FS
-	notes []string
-	arch  string // from proc/hwloc-nofile-info or the running kernel
-	x86   bool
-	amdCU bool // AMD family 15h/16h: SMT siblings are distinct cores
-	knl   bool // Xeon Phi: L3 entries of size 0 are not caches
+	fsys       fs.FS
+	notes      []string
+	arch       string // from proc/hwloc-nofile-info or the running kernel
+	x86        bool
+	amdCU      bool // AMD family 15h/16h: SMT siblings are distinct cores
+	statusCPUs bool // narrow the allowed CPUs by proc/self/status
+	knl        bool // Xeon Phi: L3 entries of size 0 are not caches
 }
 
 func (r *reader) note(format string, args ...any) {
