@@ -92,21 +92,12 @@ func runOne(wl Workload, c Contender, cfg Config) ([]Result, error) {
 		res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
 		if r.p != nil {
 			st := r.p.Stats().Total
-			d := diff(st, before)
+			d := st.Sub(before)
 			res.Stats = &d
 		}
 		out = append(out, res)
 	}
 	return out, nil
-}
-
-func diff(a, b pool.Counters) pool.Counters {
-	return pool.Counters{
-		TasksRun: a.TasksRun - b.TasksRun, Spawned: a.Spawned - b.Spawned, LIFOHits: a.LIFOHits - b.LIFOHits,
-		InjectPulls: a.InjectPulls - b.InjectPulls, StealsInNode: a.StealsInNode - b.StealsInNode,
-		StealsCrossNode: a.StealsCrossNode - b.StealsCrossNode, TasksStolenInNode: a.TasksStolenInNode - b.TasksStolenInNode,
-		TasksStolenCrossNode: a.TasksStolenCrossNode - b.TasksStolenCrossNode, Parks: a.Parks - b.Parks, Overflows: a.Overflows - b.Overflows,
-	}
 }
 
 // Summary is one contender on one workload over its repetitions.
@@ -300,7 +291,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	head := []string{"workload", "contender", "rep", "value", "unit", "na", "extra",
 		"tasks_run", "spawned", "lifo_hits", "inject_pulls", "steals_in_node", "steals_cross_node",
-		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows"}
+		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows", "sent_home"}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -308,11 +299,11 @@ func WriteCSV(w io.Writer, results []Result) error {
 		row := []string{r.Workload, r.Contender, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 6, 64), r.Unit, r.NA, extras(r.Extra)}
 		if s := r.Stats; s != nil {
 			for _, v := range []uint64{s.TasksRun, s.Spawned, s.LIFOHits, s.InjectPulls, s.StealsInNode, s.StealsCrossNode,
-				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows} {
+				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows, s.SentHome} {
 				row = append(row, strconv.FormatUint(v, 10))
 			}
 		} else {
-			row = append(row, make([]string, 10)...)
+			row = append(row, make([]string, 11)...)
 		}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -229,52 +229,130 @@ func firstTouch(t *testing.T, p *pool.Pool) (good, total map[int]int) {
 	return good, total
 }
 
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// balancedLoad keeps every node busy with its own work for d: each node
+// has two tasks per worker in flight, and each task, when done, submits
+// its successor to the same node with submit, until d has passed. The
+// offered load follows each node's capacity, so no node runs dry before
+// the end (under TCG the vCPUs' speeds differ and drift, which a fixed
+// batch per node turns into imbalance). It returns the tasks run and
+// those that ran off their node.
+func balancedLoad(p *pool.Pool, d time.Duration, submit func(node int, fn func(*pool.Worker)) error) (total, off int64, err error) {
+	var nOff, nTotal atomic.Int64
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	deadline := time.Now().Add(d)
+	var task func(node int) func(*pool.Worker)
+	task = func(node int) func(*pool.Worker) {
+		return func(w *pool.Worker) {
+			nTotal.Add(1)
+			if w.Node() != node {
+				nOff.Add(1)
+			}
+			spinFor(20 * time.Microsecond)
+			if time.Now().After(deadline) {
+				wg.Done()
+				return
+			}
+			if e := submit(node, task(node)); e != nil {
+				errOnce.Do(func() { err = e })
+				wg.Done()
+			}
+		}
+	}
+	for _, node := range p.Nodes() {
+		for range 2 * p.Workers() / len(p.Nodes()) {
+			wg.Add(1)
+			if err := submit(node, task(node)); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	wg.Wait()
+	return nTotal.Load(), nOff.Load(), err
+}
+
+// SubmitTo tasks run on their node: under balanced load at least 99% of
+// them (soft affinity lets a dry node help), SubmitToStrict's all of
+// them, always. A fixed batch per node, queued before the workers start,
+// is also run and its figures logged: there the node that finishes first
+// helps the others at the end.
 func TestSubmitToRunsOnNode(t *testing.T) {
 	multiNode(t)
 	for _, strict := range []bool{false, true} {
 		p := newPool(t)
-		var off, total atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 4000 {
-			node := p.Nodes()[i%len(p.Nodes())]
-			wg.Add(1)
-			task := func(w *pool.Worker) {
-				defer wg.Done()
-				total.Add(1)
-				if w.Node() != node {
-					off.Add(1)
-				}
-				for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
-				}
-			}
-			var err error
-			if strict {
-				err = p.SubmitToStrict(node, task)
-			} else {
-				err = p.SubmitTo(node, task)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		submit := p.SubmitTo
+		if strict {
+			submit = p.SubmitToStrict
 		}
-		wg.Wait()
-		t.Logf("strict=%v: %d of %d tasks off their node", strict, off.Load(), total.Load())
-		if strict && off.Load() != 0 || !strict && off.Load()*100 > total.Load() {
-			t.Errorf("strict=%v: %d of %d tasks ran off their node", strict, off.Load(), total.Load())
+		total, off, err := balancedLoad(p, 200*time.Millisecond, submit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("strict=%v, balanced load: %d of %d tasks off their node (%.2f%%)", strict, off, total, 100*float64(off)/float64(total))
+		if strict && off != 0 || off*100 > total {
+			t.Errorf("strict=%v, balanced load: %d of %d tasks ran off their node", strict, off, total)
+		}
+
+		off, total, steals, stolen := fixedBatch(t, p, submit)
+		t.Logf("strict=%v, fixed batch: %d of %d tasks off their node (%.2f%%); %d cross-node steals took %d tasks",
+			strict, off, total, 100*float64(off)/float64(total), steals, stolen)
+		if strict && off != 0 {
+			t.Errorf("strict, fixed batch: %d of %d tasks ran off their node", off, total)
 		}
 	}
 }
 
-// With work only on node 0, other nodes help only after node 0's own
-// workers are busy, and their steals show as cross-node; with balanced
-// work cross-node steals stay near zero. Figures for hierarchical and
-// flat stealing are logged.
-func TestHierarchicalStealing(t *testing.T) {
-	multiNode(t)
-	spin := func(*pool.Worker) {
-		for start := time.Now(); time.Since(start) < 50*time.Microsecond; {
+// fixedBatch blocks every worker, queues 1000 tasks of 20µs per node,
+// lets the workers go and waits for the tasks.
+func fixedBatch(t *testing.T, p *pool.Pool, submit func(int, func(*pool.Worker)) error) (off, total int64, steals, stolen uint64) {
+	before := p.Stats().Total
+	gate := make(chan struct{})
+	var started sync.WaitGroup
+	for _, node := range p.Nodes() {
+		for range p.Workers() / len(p.Nodes()) {
+			started.Add(1)
+			if err := p.SubmitToStrict(node, func(*pool.Worker) { started.Done(); <-gate }); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	started.Wait()
+	var nOff, nTotal atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 1000 * len(p.Nodes()) {
+		node := p.Nodes()[i%len(p.Nodes())]
+		wg.Add(1)
+		err := submit(node, func(w *pool.Worker) {
+			defer wg.Done()
+			nTotal.Add(1)
+			if w.Node() != node {
+				nOff.Add(1)
+			}
+			spinFor(20 * time.Microsecond)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	wg.Wait()
+	_ = p.Close() // publishes every worker's counters
+	after := p.Stats().Total
+	return nOff.Load(), nTotal.Load(), after.StealsCrossNode - before.StealsCrossNode, after.TasksStolenCrossNode - before.TasksStolenCrossNode
+}
+
+// With work only on node 0, all of node 0's workers take part and other
+// nodes help (their steals show as cross-node); with balanced work
+// cross-node steals stay near zero (at most 1% of the tasks).
+// Figures for hierarchical and flat stealing are logged.
+func TestHierarchicalStealing(t *testing.T) {
+	multiNode(t)
+	spin := func(*pool.Worker) { spinFor(50 * time.Microsecond) }
 	for _, mode := range []steal.Mode{steal.Hierarchical, steal.Flat} {
 		p := newPool(t, pool.WithSteal(mode))
 		nodes := p.Nodes()
@@ -290,35 +368,53 @@ func TestHierarchicalStealing(t *testing.T) {
 		_ = p.Close()
 		st := p.Stats()
 		var onNode0 uint64
+		idle0 := 0
 		for _, ws := range st.Workers {
 			if ws.Node == nodes[0] {
 				onNode0 += ws.TasksRun
+				if ws.TasksRun == 0 {
+					idle0++
+				}
 			}
 		}
 		t.Logf("%v, work on node %d only: %d of %d tasks ran there; steals in-node %d, cross-node %d (%d tasks)",
 			mode, nodes[0], onNode0, st.Total.TasksRun, st.Total.StealsInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode)
-		if mode == steal.Hierarchical && st.Total.StealsCrossNode == 0 {
-			t.Errorf("no cross-node steal although only node %d had work", nodes[0])
+		if mode == steal.Hierarchical {
+			if st.Total.StealsCrossNode == 0 {
+				t.Errorf("no cross-node steal although only node %d had work", nodes[0])
+			}
+			if idle0 > 0 {
+				t.Errorf("%d of node %d's workers ran nothing while other nodes helped", idle0, nodes[0])
+			}
 		}
 
+		// Balanced: on every node, chains of spawned tasks (each spawns
+		// its successor) keep the node's workers busy for 200 ms.
 		p = newPool(t, pool.WithSteal(mode))
-		for range 20 {
-			var wg sync.WaitGroup
-			for _, node := range nodes {
-				wg.Add(1)
-				_ = p.SubmitTo(node, func(w *pool.Worker) {
-					defer wg.Done()
-					for range 100 {
-						w.Spawn(spin)
-					}
-				})
+		deadline := time.Now().Add(200 * time.Millisecond)
+		var chain func(w *pool.Worker)
+		chain = func(w *pool.Worker) {
+			spin(w)
+			if time.Now().Before(deadline) {
+				w.Spawn(chain)
+			} else {
+				wg.Done()
 			}
-			wg.Wait()
 		}
+		for _, node := range nodes {
+			for range 2 * p.Workers() / len(nodes) {
+				wg.Add(1)
+				_ = p.SubmitToStrict(node, chain)
+			}
+		}
+		wg.Wait()
 		_ = p.Close()
 		st = p.Stats()
-		t.Logf("%v, balanced: steals in-node %d (%d tasks), cross-node %d (%d tasks)",
-			mode, st.Total.StealsInNode, st.Total.TasksStolenInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode)
+		t.Logf("%v, balanced: %d tasks; steals in-node %d (%d tasks), cross-node %d (%d tasks)",
+			mode, st.Total.TasksRun, st.Total.StealsInNode, st.Total.TasksStolenInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode)
+		if mode == steal.Hierarchical && st.Total.TasksStolenCrossNode*100 > st.Total.TasksRun {
+			t.Errorf("balanced work: %d of %d tasks stolen across nodes", st.Total.TasksStolenCrossNode, st.Total.TasksRun)
+		}
 	}
 }
 

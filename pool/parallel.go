@@ -112,9 +112,17 @@ func (s *forState) block(lo, hi, home int, offered time.Time) func(*Worker) {
 	return func(w *Worker) {
 		if w.group.index != home && !s.stopped() {
 			g := w.pool.groups[home]
-			if w.pool.cfg.strictLoops || time.Since(offered) < crossNodeAfter {
+			if w.pool.cfg.strictLoops {
+				// Every piece stays on its node: pinned, no one else takes it.
+				g.pinned.Requeue(&task{fn: s.block(lo, hi, home, offered), home: int32(home)})
+				w.c.SentHome++
+				w.pool.idle.notify(home)
+				return
+			}
+			if time.Since(offered) < crossNodeAfter {
 				// Fresh work of a busy node: leave it to that node.
 				g.inject.Requeue(&task{fn: s.block(lo, hi, home, offered), home: -1})
+				w.c.SentHome++
 				w.pool.idle.notify(home)
 				return
 			}
@@ -180,8 +188,8 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 		// node; the pieces it splits into may be stolen.
 		t := &task{fn: s.block(b.Lo, b.Hi, g.index, time.Now()), home: int32(g.index)}
 		if w != nil {
-			g.inject.Requeue(t) // inside a task: the pool is running this work already
-		} else if err := g.inject.Push(t); err != nil {
+			g.pinned.Requeue(t) // inside a task: the pool is running this work already
+		} else if err := g.pinned.Push(t); err != nil {
 			s.fail(ErrClosed)
 			s.finish(b.Hi - b.Lo)
 			continue

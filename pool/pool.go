@@ -22,7 +22,9 @@ var (
 )
 
 // task is one unit of work. home >= 0 keeps it inside that node group
-// (SubmitToStrict): a worker of another node that steals it sends it home.
+// (SubmitToStrict): it is queued in the group's pinned shard, which only
+// the group's workers read, and a worker of another node that gets it
+// anyway (a loop piece) sends it home.
 type task struct {
 	fn   func(*Worker)
 	home int32      // node group index, or -1
@@ -32,13 +34,14 @@ type task struct {
 
 // group is the worker group of one NUMA node.
 type group struct {
-	index   int           // position in Pool.groups
-	node    topology.Node // the node, with its allowed CPUs
-	inject  *queue.InjectShard[*task]
+	index   int                       // position in Pool.groups
+	node    topology.Node             // the node, with its allowed CPUs
+	inject  *queue.InjectShard[*task] // work for the node that other nodes may take
+	pinned  *queue.InjectShard[*task] // work that must run on the node
 	workers []*Worker
 	dist    []int // distance to each group, by index
 
-	// slots holds one token per task queued in inject under the bound;
+	// slots holds one token per task queued in inject or pinned under the bound;
 	// nil when unbounded.
 	slots chan struct{}
 	// crossSearching is set while one of the group's workers searches
@@ -97,7 +100,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, drained: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
-		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), dist: gp.distRow}
+		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), pinned: queue.NewInjectShard[*task](0), dist: gp.distRow}
 		if cfg.shardBound > 0 {
 			g.slots = make(chan struct{}, cfg.shardBound)
 		}
@@ -266,13 +269,24 @@ func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int3
 		}
 		t.slot = g
 	}
-	if err := g.inject.Push(t); err != nil {
+	if err := g.shardFor(t).Push(t); err != nil {
 		t.release()
 		return ErrClosed
 	}
 	p.idle.notify(g.index)
 	return nil
 }
+
+// shardFor is the shard of g that t goes to: pinned if it must stay.
+func (g *group) shardFor(t *task) *queue.InjectShard[*task] {
+	if t.home >= 0 {
+		return g.pinned
+	}
+	return g.inject
+}
+
+// queued is the number of tasks in g's shards.
+func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
 
 // release gives back the task's place under its group's bound, once.
 func (t *task) release() {
@@ -299,6 +313,7 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 		p.state.CompareAndSwap(running, closing)
 		for _, g := range p.groups {
 			g.inject.Close()
+			g.pinned.Close()
 		}
 		p.idle.wakeAll()
 	})
@@ -340,13 +355,15 @@ func (p *Pool) dropQueued() int {
 		}
 	}
 	for _, g := range p.groups {
-		for {
-			t, ok := g.inject.Pop()
-			if !ok {
-				break
+		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
+			for {
+				t, ok := q.Pop()
+				if !ok {
+					break
+				}
+				t.release()
+				n++
 			}
-			t.release()
-			n++
 		}
 	}
 	return n
@@ -356,7 +373,7 @@ func (p *Pool) dropQueued() int {
 // task: what the last searcher re-checks before it sleeps.
 func (p *Pool) pendingWork() bool {
 	for _, g := range p.groups {
-		if !g.inject.IsEmpty() {
+		if !g.inject.IsEmpty() || !g.pinned.IsEmpty() {
 			return true
 		}
 	}

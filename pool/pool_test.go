@@ -137,6 +137,39 @@ func TestSubmitToStrictStaysOnNode(t *testing.T) {
 	}
 }
 
+// Strict tasks for one node while the other node idles: the idle node's
+// workers never get them (no cross-node steal, nothing sent home), so a
+// dry node does not churn a busy node's strict work.
+func TestStrictTasksAreNotStolen(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	node := p.Nodes()[0]
+	var ran, wrong atomic.Int32
+	var wg sync.WaitGroup
+	for range 2000 {
+		wg.Add(1)
+		if err := p.SubmitToStrict(node, func(w *Worker) {
+			defer wg.Done()
+			ran.Add(1)
+			if w.Node() != node {
+				wrong.Add(1)
+			}
+			for start := time.Now(); time.Since(start) < 5*time.Microsecond; {
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	_ = p.Close()
+	st := p.Stats().Total
+	if ran.Load() != 2000 || wrong.Load() != 0 {
+		t.Errorf("%d tasks ran, %d on the wrong node", ran.Load(), wrong.Load())
+	}
+	if st.StealsCrossNode != 0 || st.SentHome != 0 {
+		t.Errorf("strict work of node %d: %d cross-node steals, %d tasks sent home", node, st.StealsCrossNode, st.SentHome)
+	}
+}
+
 // One task at a time, waited for: a lost wake-up would hang.
 func TestNoLostWakeups(t *testing.T) {
 	rounds := 100_000

@@ -9,20 +9,30 @@ type Counters struct {
 	TasksRun             uint64 // tasks run
 	Spawned              uint64 // tasks spawned from inside tasks (Worker.Spawn)
 	LIFOHits             uint64 // tasks taken from the LIFO slot
-	InjectPulls          uint64 // batches taken from the worker's own node shard
+	InjectPulls          uint64 // takes from the worker's own node's shards (a batch, or one pinned task)
 	StealsInNode         uint64 // successful steals from workers of the same node
 	StealsCrossNode      uint64 // successful steals from other nodes (workers or shards)
 	TasksStolenInNode    uint64 // tasks moved by in-node steals
 	TasksStolenCrossNode uint64 // tasks moved by cross-node steals
 	Parks                uint64 // times the worker slept
 	Overflows            uint64 // full run queues that moved half to the shard
+	SentHome             uint64 // tasks that must run on another node, sent back there
 }
 
-const nCounters = 10
+const nCounters = 11
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Spawned, &c.LIFOHits, &c.InjectPulls, &c.StealsInNode,
-		&c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows}
+		&c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows, &c.SentHome}
+}
+
+// Sub returns c minus o, field by field: the counts between two Stats.
+func (c Counters) Sub(o Counters) Counters {
+	a, b := c.fields(), o.fields()
+	for i := range a {
+		*a[i] -= *b[i]
+	}
+	return c
 }
 
 func (c *Counters) add(o Counters) {
@@ -70,7 +80,7 @@ type WorkerStats struct {
 type NodeStats struct {
 	Node    int `json:"node"`
 	Workers int `json:"workers"`
-	Queued  int `json:"queued"` // tasks in the node's shard now
+	Queued  int `json:"queued"` // tasks in the node's shards now
 	Counters
 }
 
@@ -90,7 +100,7 @@ type Stats struct {
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	for _, g := range p.groups {
-		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Queued: g.inject.Len()}
+		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Queued: g.queued()}
 		for _, w := range g.workers {
 			c := w.snapshot()
 			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Counters: c}

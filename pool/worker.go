@@ -169,6 +169,9 @@ func (w *Worker) next() *task {
 	w.tick++
 	if w.tick%w.interval == 0 {
 		w.tune()
+		if t := w.fromPinned(); t != nil {
+			return t
+		}
 		if t := w.fromShard(w.group, 1); t != nil {
 			return t
 		}
@@ -189,7 +192,27 @@ func (w *Worker) next() *task {
 	if t, ok := w.local.Pop(); ok {
 		return t
 	}
+	if t := w.fromPinned(); t != nil {
+		return t
+	}
 	return w.fromShard(w.group, 0)
+}
+
+// fromPinned takes one task from the group's pinned shard. Pinned tasks
+// never enter a run queue, where a worker of another node could steal
+// them only to send them back: the group's workers take them one at a
+// time, which also spreads them evenly inside the node.
+func (w *Worker) fromPinned() *task {
+	if w.group.pinned.IsEmpty() {
+		return nil
+	}
+	t, ok := w.group.pinned.Pop()
+	if !ok {
+		return nil
+	}
+	t.release()
+	w.c.InjectPulls++
+	return t
 }
 
 // tune sets the fairness interval so that about targetLookEvery of work
@@ -276,6 +299,11 @@ func (w *Worker) search() *task {
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	p := w.pool
 	if v.IsShard() {
+		if v.Node == w.group.index {
+			if t := w.fromPinned(); t != nil {
+				return t
+			}
+		}
 		return w.fromShard(p.groups[v.Node], 0)
 	}
 	vw := p.workers[v.Worker]
@@ -309,7 +337,8 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 func (w *Worker) run(t *task) {
 	if t.home >= 0 && int(t.home) != w.group.index {
 		home := w.pool.groups[t.home]
-		home.inject.Requeue(t)
+		home.pinned.Requeue(t)
+		w.c.SentHome++
 		w.pool.idle.notify(home.index)
 		return
 	}
