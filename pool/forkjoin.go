@@ -125,7 +125,7 @@ func (w *Worker) endSearch() {
 		return
 	}
 	w.searching = false
-	if w.pool.idle.stopSearching(w.group) && w.pool.pendingWork() {
-		w.pool.idle.notify(w.group.index)
+	if w.pool.idle.stopSearching(w.group) {
+		w.pool.wakeForPending(w.group)
 	}
 }

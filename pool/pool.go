@@ -369,11 +369,31 @@ func (p *Pool) dropQueued() int {
 	return n
 }
 
-// pendingWork reports whether any queue, LIFO slot or join slot holds a
-// task: what the last searcher re-checks before it sleeps.
-func (p *Pool) pendingWork() bool {
+// wakeForPending is what the last searcher does before it sleeps: it
+// re-checks every queue, LIFO slot and join slot, and wakes a worker for
+// what it finds: one of the node's for a node's pinned work (no other
+// node may run it), one near from's group for the rest. It reports
+// whether anything was pending.
+func (p *Pool) wakeForPending(from *group) bool {
+	pending := false
 	for _, g := range p.groups {
-		if !g.inject.IsEmpty() || !g.pinned.IsEmpty() {
+		if !g.pinned.IsEmpty() {
+			p.idle.notify(g.index)
+			pending = true
+		}
+	}
+	if p.stealableWork() {
+		p.idle.notify(from.index)
+		pending = true
+	}
+	return pending
+}
+
+// stealableWork reports whether a task that any worker may take is
+// queued somewhere.
+func (p *Pool) stealableWork() bool {
+	for _, g := range p.groups {
+		if !g.inject.IsEmpty() {
 			return true
 		}
 	}

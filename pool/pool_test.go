@@ -170,6 +170,42 @@ func TestStrictTasksAreNotStolen(t *testing.T) {
 	}
 }
 
+// Rounds of strict tasks that spawn work, on every node: a node's strict
+// task must wake that node's workers even when the last searcher to park
+// is another node's (a lost wake-up hangs here).
+func TestStrictBurstsNoLostWakeups(t *testing.T) {
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	for _, spec := range []string{"2x1", "2x2", "4x1"} {
+		t.Run(spec, func(t *testing.T) {
+			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
+			var wg sync.WaitGroup
+			var ran atomic.Int64
+			for range rounds {
+				for _, node := range p.Nodes() {
+					wg.Add(1)
+					if err := p.SubmitToStrict(node, func(w *Worker) {
+						defer wg.Done()
+						for range 4 {
+							w.Spawn(func(*Worker) { ran.Add(1) })
+						}
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wg.Wait()
+			}
+			_ = p.Close()
+			if want := int64(rounds * len(p.Nodes()) * 4); ran.Load() != want {
+				t.Errorf("%d spawned tasks ran, want %d", ran.Load(), want)
+			}
+		})
+	}
+}
+
 // One task at a time, waited for: a lost wake-up would hang.
 func TestNoLostWakeups(t *testing.T) {
 	rounds := 100_000

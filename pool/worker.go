@@ -392,15 +392,13 @@ func (w *Worker) park() bool {
 	w.publish()
 	last, allParked := p.idle.toParked(w, w.searching)
 	w.searching = false
-	if last && p.pendingWork() {
-		p.idle.notify(w.group.index)
+	if last {
+		p.wakeForPending(w.group)
 	}
 	if allParked && p.state.Load() != running {
 		// Every worker is parked and intake is closed: if no queue holds
 		// a task, nothing can make one.
-		if p.pendingWork() {
-			p.idle.notify(w.group.index)
-		} else {
+		if !p.wakeForPending(w.group) {
 			p.finishDrain()
 		}
 	}
