@@ -348,8 +348,9 @@ func fixedBatch(t *testing.T, p *pool.Pool, submit func(int, func(*pool.Worker))
 
 // With work only on node 0, all of node 0's workers take part and other
 // nodes help (their steals show as cross-node); with balanced work
-// cross-node steals stay near zero (at most 1% of the tasks).
-// Figures for hierarchical and flat stealing are logged.
+// cross-node steals stay near zero (at most 1% of the tasks). Figures for
+// hierarchical and flat stealing are logged, with those of bursts of work
+// per node, where nodes that finish early help.
 func TestHierarchicalStealing(t *testing.T) {
 	multiNode(t)
 	spin := func(*pool.Worker) { spinFor(50 * time.Microsecond) }
@@ -415,6 +416,28 @@ func TestHierarchicalStealing(t *testing.T) {
 		if mode == steal.Hierarchical && st.Total.TasksStolenCrossNode*100 > st.Total.TasksRun {
 			t.Errorf("balanced work: %d of %d tasks stolen across nodes", st.Total.TasksStolenCrossNode, st.Total.TasksRun)
 		}
+
+		// Bursts: every node gets 100 tasks at once, 20 times; nodes that
+		// finish a burst early help the others (logged: where the steals
+		// went is what tells hierarchical from flat).
+		p = newPool(t, pool.WithSteal(mode))
+		for range 20 {
+			for _, node := range nodes {
+				wg.Add(1)
+				_ = p.SubmitToStrict(node, func(w *pool.Worker) {
+					defer wg.Done()
+					for range 100 {
+						w.Spawn(spin)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		_ = p.Close()
+		st = p.Stats()
+		t.Logf("%v, bursts: steals in-node %d (%d tasks), cross-node %d (%d tasks): %.0f%% of steals cross-node",
+			mode, st.Total.StealsInNode, st.Total.TasksStolenInNode, st.Total.StealsCrossNode, st.Total.TasksStolenCrossNode,
+			100*float64(st.Total.StealsCrossNode)/float64(max(1, st.Total.StealsInNode+st.Total.StealsCrossNode)))
 	}
 }
 

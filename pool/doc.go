@@ -7,12 +7,15 @@
 // node's CPUs (OpenMP's numa_domains by default; cores, threads,
 // ll_caches or none by option). Each worker owns a bounded lock-free run
 // queue (package queue); each node has an inject shard for work from
-// outside. A worker runs, in order: every interval ticks a task from its
-// node's shard (fairness), its LIFO slot (the task spawned last, at most
-// three in a row), its queue, a batch from its node's shard; then it
-// searches: the workers and shard of its node, then (one searcher per
-// node at a time) the other nodes, nearest first; then it parks, costing
-// no CPU until work arrives.
+// outside, and a pinned shard for work that must stay on the node
+// (SubmitToStrict, ParallelFor's node blocks), which only the node's
+// workers read, one task at a time. A worker runs, in order: every
+// interval ticks a task from its node's shards (fairness), its LIFO slot
+// (the task spawned last, at most three in a row), its queue, a task from
+// the pinned shard, a batch from the inject shard; then it searches: the
+// workers and shards of its node, then (one searcher per node at a time)
+// the other nodes' workers and inject shards, nearest first; then it
+// parks, costing no CPU until work arrives.
 //
 // Outside any task you hold the *Pool: Submit, SubmitTo, SubmitToStrict,
 // TrySubmit, Stats, Explain, Close, Shutdown. Inside a task you hold the

@@ -219,7 +219,8 @@ func (p *Pool) SubmitTo(node int, fn func(*Worker)) error {
 }
 
 // SubmitToStrict queues fn on the given NUMA node and keeps it there: it
-// runs only on that node's workers.
+// runs only on that node's workers. It waits in the node's pinned shard,
+// which other nodes' workers do not read, so a dry node never takes it.
 func (p *Pool) SubmitToStrict(node int, fn func(*Worker)) error {
 	g, err := p.groupOf(node)
 	if err != nil {

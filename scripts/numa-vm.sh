@@ -65,6 +65,9 @@ fi
 if [ ! -s "$cache/vmlinux" ]; then
   echo "numa-vm: fetching Debian's kernel (once)" >&2
   work=$(mktemp -d)
+  # A fresh machine may have no package lists yet.
+  (cd "$work" && apt-get download linux-image-amd64 >/dev/null 2>&1) ||
+    apt-get update -qq >/dev/null
   (cd "$work" && apt-get download linux-image-amd64 >/dev/null 2>&1 &&
     dep=$(dpkg-deb -f linux-image-amd64_*.deb Depends | sed 's/[ ,(].*//') &&
     apt-get download "$dep" >/dev/null 2>&1 &&
