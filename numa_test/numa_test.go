@@ -168,9 +168,17 @@ func TestFirstTouchLocality(t *testing.T) {
 	// The VM's kernel has transparent huge pages set to "always": a huge
 	// page goes wholly to the node that touches it first, which is why
 	// pool.AllocFirstTouch starts its slice on a huge page boundary.
-	for _, strict := range []bool{false, true} {
-		var opts []pool.Option
-		if strict {
+	for _, c := range []struct {
+		name        string
+		strictLoops bool
+		mode        steal.Mode
+	}{
+		{"default loops, hierarchical", false, steal.Hierarchical},
+		{"default loops, flat", false, steal.Flat},
+		{"strict loops", true, steal.Hierarchical},
+	} {
+		opts := []pool.Option{pool.WithSteal(c.mode)}
+		if c.strictLoops {
 			opts = append(opts, pool.WithStrictLoops())
 		}
 		p := newPool(t, opts...)
@@ -179,13 +187,13 @@ func TestFirstTouchLocality(t *testing.T) {
 		for node := range total {
 			allGood += good[node]
 			all += total[node]
-			t.Logf("strict loops %v: node %d's block: %d of %d pages on node %d (%.2f%%)",
-				strict, node, good[node], total[node], node, 100*float64(good[node])/float64(total[node]))
-			if strict && good[node]*100 < total[node]*99 {
-				t.Errorf("strict loops: only %d of node %d's %d pages on that node", good[node], node, total[node])
+			t.Logf("%s: node %d's block: %d of %d pages on node %d (%.2f%%)",
+				c.name, node, good[node], total[node], node, 100*float64(good[node])/float64(total[node]))
+			if c.strictLoops && good[node]*100 < total[node]*99 {
+				t.Errorf("%s: only %d of node %d's %d pages on that node", c.name, good[node], node, total[node])
 			}
 		}
-		t.Logf("strict loops %v: %d of %d pages on the node that processed them (%.2f%%)", strict, allGood, all, 100*float64(allGood)/float64(all))
+		t.Logf("%s: %d of %d pages on the node that processed them (%.2f%%)", c.name, allGood, all, 100*float64(allGood)/float64(all))
 	}
 }
 
@@ -283,26 +291,34 @@ func balancedLoad(p *pool.Pool, d time.Duration, submit func(node int, fn func(*
 // helps the others at the end.
 func TestSubmitToRunsOnNode(t *testing.T) {
 	multiNode(t)
-	for _, strict := range []bool{false, true} {
-		p := newPool(t)
+	for _, c := range []struct {
+		name   string
+		strict bool
+		mode   steal.Mode
+	}{
+		{"SubmitTo, hierarchical", false, steal.Hierarchical},
+		{"SubmitTo, flat", false, steal.Flat},
+		{"SubmitToStrict", true, steal.Hierarchical},
+	} {
+		p := newPool(t, pool.WithSteal(c.mode))
 		submit := p.SubmitTo
-		if strict {
+		if c.strict {
 			submit = p.SubmitToStrict
 		}
 		total, off, err := balancedLoad(p, 200*time.Millisecond, submit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("strict=%v, balanced load: %d of %d tasks off their node (%.2f%%)", strict, off, total, 100*float64(off)/float64(total))
-		if strict && off != 0 || off*100 > total {
-			t.Errorf("strict=%v, balanced load: %d of %d tasks ran off their node", strict, off, total)
+		t.Logf("%s, balanced load: %d of %d tasks off their node (%.2f%%)", c.name, off, total, 100*float64(off)/float64(total))
+		if c.strict && off != 0 || off*100 > total {
+			t.Errorf("%s, balanced load: %d of %d tasks ran off their node", c.name, off, total)
 		}
 
 		off, total, steals, stolen := fixedBatch(t, p, submit)
-		t.Logf("strict=%v, fixed batch: %d of %d tasks off their node (%.2f%%); %d cross-node steals took %d tasks",
-			strict, off, total, 100*float64(off)/float64(total), steals, stolen)
-		if strict && off != 0 {
-			t.Errorf("strict, fixed batch: %d of %d tasks ran off their node", off, total)
+		t.Logf("%s, fixed batch: %d of %d tasks off their node (%.2f%%); %d cross-node steals took %d tasks",
+			c.name, off, total, 100*float64(off)/float64(total), steals, stolen)
+		if c.strict && off != 0 {
+			t.Errorf("%s, fixed batch: %d of %d tasks ran off their node", c.name, off, total)
 		}
 	}
 }
