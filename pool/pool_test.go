@@ -206,6 +206,64 @@ func TestStrictBurstsNoLostWakeups(t *testing.T) {
 	}
 }
 
+// A worker whose node has strict and soft work queued takes from both:
+// a stream of strict tasks does not hold the soft ones back.
+func TestPinnedAndInjectShardsAlternate(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	node := p.Nodes()[0]
+	gate := make(chan struct{})
+	if err := p.SubmitToStrict(node, func(*Worker) { <-gate }); err != nil {
+		t.Fatal(err)
+	}
+	var order []bool // true: strict; written by the one worker only
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(2)
+		_ = p.SubmitToStrict(node, func(*Worker) { order = append(order, true); wg.Done() })
+		_ = p.SubmitTo(node, func(*Worker) { order = append(order, false); wg.Done() })
+	}
+	close(gate)
+	wg.Wait()
+	soft := 0
+	for _, strict := range order[:50] {
+		if !strict {
+			soft++
+		}
+	}
+	if soft < 10 || soft > 40 {
+		t.Errorf("of the first 50 tasks run, %d were soft and %d strict: one shard starved the other", soft, 50-soft)
+	}
+}
+
+// Strict tasks that block until all of them have started: each needs its
+// own worker, so none may be held behind another (a worker that took
+// several pinned tasks at once would strand the rest).
+func TestBlockingStrictTasksEachGetAWorker(t *testing.T) {
+	for _, spec := range []string{"1x2", "2x2"} {
+		p := newTestPool(t, WithSpec(spec))
+		var started sync.WaitGroup
+		all := make(chan struct{})
+		for _, node := range p.Nodes() {
+			for range p.Workers() / len(p.Nodes()) {
+				started.Add(1)
+				if err := p.SubmitToStrict(node, func(*Worker) { started.Done(); <-all }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		done := make(chan struct{})
+		go func() { started.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: blocking strict tasks did not all start within 10 s", spec)
+		}
+		close(all)
+		_ = p.Close()
+	}
+}
+
 // One task at a time, waited for: a lost wake-up would hang.
 func TestNoLostWakeups(t *testing.T) {
 	rounds := 100_000

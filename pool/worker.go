@@ -47,10 +47,12 @@ type Worker struct {
 	lookStart time.Time
 	lifoRuns  int
 	batch     []*task
-	c         Counters // written by the owner only; published to pub
-	pub       published
-	bound     topology.CPUSet // the OS CPUs the thread is bound to
-	owner     ownerID
+	// pinnedFirst alternates which of the node's shards is read first.
+	pinnedFirst bool
+	c           Counters // written by the owner only; published to pub
+	pub         published
+	bound       topology.CPUSet // the OS CPUs the thread is bound to
+	owner       ownerID
 }
 
 func newWorker(p *Pool, g *group, id, cpu int) *Worker {
@@ -169,10 +171,7 @@ func (w *Worker) next() *task {
 	w.tick++
 	if w.tick%w.interval == 0 {
 		w.tune()
-		if t := w.fromPinned(); t != nil {
-			return t
-		}
-		if t := w.fromShard(w.group, 1); t != nil {
+		if t := w.fromOwnShards(1); t != nil {
 			return t
 		}
 	}
@@ -189,18 +188,40 @@ func (w *Worker) next() *task {
 		}
 	}
 	w.lifoRuns = 0
+	if w.tick&1 != 0 {
+		// Every other tick a pinned task goes before the local queue,
+		// which a batch from the inject shard may have filled.
+		if t := w.fromPinned(); t != nil {
+			return t
+		}
+	}
 	if t, ok := w.local.Pop(); ok {
 		return t
 	}
-	if t := w.fromPinned(); t != nil {
+	return w.fromOwnShards(0)
+}
+
+// fromOwnShards takes from the node's pinned and inject shards, each
+// first on alternate calls, so that a stream of strict tasks does not
+// starve the others, nor the reverse. n is as for fromShard.
+func (w *Worker) fromOwnShards(n int) *task {
+	w.pinnedFirst = !w.pinnedFirst
+	if w.pinnedFirst {
+		if t := w.fromPinned(); t != nil {
+			return t
+		}
+		return w.fromShard(w.group, n)
+	}
+	if t := w.fromShard(w.group, n); t != nil {
 		return t
 	}
-	return w.fromShard(w.group, 0)
+	return w.fromPinned()
 }
 
 // fromPinned takes one task from the group's pinned shard. Pinned tasks
 // never enter a run queue, where a worker of another node could steal
-// them only to send them back: the group's workers take them one at a
+// them only to send them back, nor any buffer of one worker, where a
+// blocked task could strand them: the group's workers take them one at a
 // time, which also spreads them evenly inside the node.
 func (w *Worker) fromPinned() *task {
 	if w.group.pinned.IsEmpty() {
