@@ -264,7 +264,11 @@ func (w *Worker) fromShard(g *group, n int) *task {
 		return nil
 	}
 	if n == 0 {
-		n = min(g.inject.Len()/len(g.workers)+1, w.local.Free()/2)
+		share := len(g.workers) // the node's workers split its shard
+		if g != w.group {
+			share++ // a helper from another node counts as one more of them
+		}
+		n = min(g.inject.Len()/share+1, w.local.Free()/2)
 	}
 	w.batch = g.inject.PopN(w.batch[:0], max(n, 1))
 	if len(w.batch) == 0 {
