@@ -427,3 +427,38 @@ func TestAllocFirstTouch(t *testing.T) {
 		t.Error("a page written by ParallelFor is not present")
 	}
 }
+
+// A node that finishes its block early and finds the other node's loop
+// pieces fresh sends them home, and then leaves that node alone until the
+// pieces may be helped with: it does not steal and send back in a loop.
+func TestParallelForDryNodeLeavesFreshWorkAlone(t *testing.T) {
+	for _, strictLoops := range []bool{false, true} {
+		opts := []Option{WithSpec("2x1")}
+		if strictLoops {
+			opts = append(opts, WithStrictLoops())
+		}
+		p := newTestPool(t, opts...)
+		split := p.Split(4000)
+		slow := split[0] // node 0's block takes about 20 ms, node 1's no time
+		start := time.Now()
+		err := p.ParallelFor(4000, 4, func(w *Worker, lo, hi int) {
+			if lo >= slow.Lo && lo < slow.Hi {
+				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*5*time.Microsecond; {
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		_ = p.Close()
+		st := p.Stats().Total
+		// One send-home per crossNodeAfter per worker of the dry node,
+		// twice over for slack.
+		bound := 2 * (uint64(elapsed/crossNodeAfter) + 1)
+		t.Logf("strict loops %v: %v, %d pieces sent home (bound %d), %d cross-node steals", strictLoops, elapsed.Round(time.Millisecond), st.SentHome, bound, st.StealsCrossNode)
+		if st.SentHome > bound {
+			t.Errorf("strict loops %v: the dry node sent %d pieces home in %v (at most %d expected)", strictLoops, st.SentHome, elapsed, bound)
+		}
+	}
+}

@@ -116,13 +116,16 @@ func (s *forState) block(lo, hi, home int, offered time.Time) func(*Worker) {
 				// Every piece stays on its node: pinned, no one else takes it.
 				g.pinned.Requeue(&task{fn: s.block(lo, hi, home, offered), home: int32(home)})
 				w.c.SentHome++
+				w.leaveRemote(home, time.Now().Add(crossNodeAfter))
 				w.pool.idle.notify(home)
 				return
 			}
-			if time.Since(offered) < crossNodeAfter {
-				// Fresh work of a busy node: leave it to that node.
+			if since := time.Since(offered); since < crossNodeAfter {
+				// Fresh work of a busy node: leave it to that node, and
+				// leave the node alone until the piece may be helped with.
 				g.inject.Requeue(&task{fn: s.block(lo, hi, home, offered), home: -1})
 				w.c.SentHome++
+				w.leaveRemote(home, time.Now().Add(crossNodeAfter-since))
 				w.pool.idle.notify(home)
 				return
 			}

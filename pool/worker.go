@@ -49,10 +49,16 @@ type Worker struct {
 	batch     []*task
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
-	c           Counters // written by the owner only; published to pub
-	pub         published
-	bound       topology.CPUSet // the OS CPUs the thread is bound to
-	owner       ownerID
+	// remoteWait[g] is when the worker may steal from group g again
+	// (leaveRemote); remoteWaitEnd the latest of them; now the time of
+	// the search that reads them.
+	remoteWait    []time.Time
+	remoteWaitEnd time.Time
+	now           time.Time
+	c             Counters // written by the owner only; published to pub
+	pub           published
+	bound         topology.CPUSet // the OS CPUs the thread is bound to
+	owner         ownerID
 }
 
 func newWorker(p *Pool, g *group, id, cpu int) *Worker {
@@ -302,8 +308,12 @@ func (w *Worker) search() *task {
 		w.searching = true
 	}
 	var found *task
+	waiting := w.waitingOnRemote()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
+			if waiting && v.Node != w.group.index && w.leaveAlone(v.Node) {
+				return false
+			}
 			found = w.stealFrom(v, pass == 1)
 			return found != nil
 		}
@@ -320,6 +330,36 @@ func (w *Worker) search() *task {
 	}
 	return nil
 }
+
+// leaveRemote makes the worker leave group g's queues alone until until:
+// it just took loop work of g that g must keep (see forState.block), and
+// stealing more of it would only send that back too.
+func (w *Worker) leaveRemote(g int, until time.Time) {
+	if w.remoteWait == nil {
+		w.remoteWait = make([]time.Time, len(w.pool.groups))
+	}
+	w.remoteWait[g] = until
+	if until.After(w.remoteWaitEnd) {
+		w.remoteWaitEnd = until
+	}
+}
+
+// waitingOnRemote reports whether some group is to be left alone now.
+func (w *Worker) waitingOnRemote() bool {
+	if w.remoteWaitEnd.IsZero() {
+		return false
+	}
+	w.now = time.Now()
+	if !w.now.Before(w.remoteWaitEnd) {
+		w.remoteWaitEnd = time.Time{}
+		return false
+	}
+	return true
+}
+
+// leaveAlone reports whether group g's queues are to be left alone, as of
+// the last waitingOnRemote.
+func (w *Worker) leaveAlone(g int) bool { return w.now.Before(w.remoteWait[g]) }
 
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	p := w.pool
