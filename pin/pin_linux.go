@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -11,10 +12,21 @@ import (
 )
 
 // The affinity system calls, behind variables so that tests can make them
-// fail. They act on the calling thread (pid 0).
+// fail. They act on the calling thread, with masks as large as the CPU
+// numbers in them (x/sys/unix's CPUSet stops at 1024 CPUs).
 var (
-	schedGetaffinity = func(set *unix.CPUSet) error { return unix.SchedGetaffinity(0, set) }
-	schedSetaffinity = func(set *unix.CPUSet) error { return unix.SchedSetaffinity(0, set) }
+	getAffinity = func() (topology.CPUSet, error) { return topology.ThreadAffinity(0) }
+	setAffinity = func(cpus topology.CPUSet) error {
+		mask := cpus.Mask()
+		if len(mask) == 0 {
+			return unix.EINVAL
+		}
+		_, _, errno := unix.RawSyscall(unix.SYS_SCHED_SETAFFINITY, 0, uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
+		if errno != 0 {
+			return errno
+		}
+		return nil
+	}
 )
 
 // Thread is the calling goroutine's OS thread, locked and pinned. Its
@@ -33,12 +45,12 @@ type Thread struct {
 // permitted).
 func Lock(cpus topology.CPUSet) (*Thread, error) {
 	runtime.LockOSThread()
-	var orig unix.CPUSet
-	if err := schedGetaffinity(&orig); err != nil {
+	orig, err := getAffinity()
+	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("pin: sched_getaffinity: %w", err)
+		return nil, fmt.Errorf("pin: %w", err)
 	}
-	th := &Thread{original: fromUnix(&orig)}
+	th := &Thread{original: orig}
 	th.current = th.original
 	if cpus.IsEmpty() {
 		return th, nil
@@ -55,11 +67,7 @@ func (th *Thread) Set(cpus topology.CPUSet) error {
 	if th.unlocked {
 		panic("pin: Set on a thread that was restored and unlocked")
 	}
-	set, err := toUnix(cpus)
-	if err != nil {
-		return err
-	}
-	if err := schedSetaffinity(set); err != nil {
+	if err := setAffinity(cpus); err != nil {
 		switch {
 		case errors.Is(err, unix.EINVAL):
 			return fmt.Errorf("pin: sched_setaffinity to CPUs %s: %w (none of them is online and allowed)", cpus, err)
@@ -85,11 +93,7 @@ func (th *Thread) CPUs() topology.CPUSet { return th.current }
 // thread's mask (what /proc/self/status and sched_getaffinity(pid) report)
 // stays the process's.
 func (th *Thread) RestoreMask() error {
-	set, err := toUnix(th.original)
-	if err == nil {
-		err = schedSetaffinity(set)
-	}
-	if err != nil {
+	if err := setAffinity(th.original); err != nil {
 		return fmt.Errorf("pin: restoring CPUs %s: %w", th.original, err)
 	}
 	th.current = th.original
@@ -110,27 +114,6 @@ func (th *Thread) Restore() error {
 	th.unlocked = true
 	runtime.UnlockOSThread()
 	return nil
-}
-
-func fromUnix(set *unix.CPUSet) topology.CPUSet {
-	var out topology.CPUSet
-	for c := range len(set) * 64 {
-		if set.IsSet(c) {
-			out.Add(c)
-		}
-	}
-	return out
-}
-
-func toUnix(cpus topology.CPUSet) (*unix.CPUSet, error) {
-	var set unix.CPUSet
-	for c := range cpus.All() {
-		if c >= len(set)*64 {
-			return nil, fmt.Errorf("pin: CPU %d is beyond the %d CPUs sched_setaffinity takes here", c, len(set)*64)
-		}
-		set.Set(c)
-	}
-	return &set, nil
 }
 
 // CurrentCPU returns the CPU and the NUMA node the calling thread is

@@ -19,11 +19,11 @@ import (
 // allowedCPUs returns the CPUs this test process may use.
 func allowedCPUs(t *testing.T) []int {
 	t.Helper()
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	set, err := topology.ThreadAffinity(0)
+	if err != nil {
 		t.Skipf("sched_getaffinity: %v", err)
 	}
-	return fromUnix(&set).List()
+	return set.List()
 }
 
 // inThread runs f on a fresh goroutine and waits for it.
@@ -89,9 +89,7 @@ func TestRestoreGivesBackTheMask(t *testing.T) {
 			err = e
 			return
 		}
-		var set unix.CPUSet
-		err = unix.SchedGetaffinity(0, &set)
-		got = fromUnix(&set)
+		got, err = topology.ThreadAffinity(0)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,15 +175,42 @@ func TestLockErrorsNameTheCPUs(t *testing.T) {
 		t.Errorf("Lock on a CPU that does not exist: %v", err)
 	}
 
-	saved := schedSetaffinity
-	schedSetaffinity = func(*unix.CPUSet) error { return unix.EPERM }
-	t.Cleanup(func() { schedSetaffinity = saved })
+	saved := setAffinity
+	setAffinity = func(topology.CPUSet) error { return unix.EPERM }
+	t.Cleanup(func() { setAffinity = saved })
 	inThread(func() { _, err = Lock(topology.NewCPUSet(0)) })
 	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("Lock with EPERM: %v", err)
 	}
-	if _, err := Lock(topology.NewCPUSet(5000)); err == nil || !strings.Contains(err.Error(), "5000") {
-		t.Errorf("Lock beyond the mask size: %v", err)
+	setAffinity = saved
+	// Beyond x/sys/unix's 1024-CPU mask: the kernel gets the long mask
+	// and says EINVAL because no such CPU is online.
+	inThread(func() { _, err = Lock(topology.NewCPUSet(5000)) })
+	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "5000") {
+		t.Errorf("Lock on CPU 5000: %v", err)
+	}
+}
+
+// A mask reaching past 1024 CPUs (x/sys/unix's CPUSet) goes to the kernel
+// whole: with one usable CPU in it, the thread is pinned there.
+func TestLockTakesMasksBeyond1024CPUs(t *testing.T) {
+	cpu := allowedCPUs(t)[0]
+	var err error
+	var got topology.CPUSet
+	inThread(func() {
+		th, e := Lock(topology.NewCPUSet(cpu, 2000))
+		if e != nil {
+			err = e
+			return
+		}
+		defer th.Restore()
+		got, err = topology.ThreadAffinity(0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(topology.NewCPUSet(cpu)) {
+		t.Errorf("pinned to {%d, 2000}, the thread may run on %s", cpu, got)
 	}
 }
 

@@ -30,6 +30,27 @@ func NewCPUSet(cpus ...int) CPUSet {
 	return s
 }
 
+// CPUSetFromMask returns the set whose members are the bits of mask, in
+// the kernel's cpumask layout on a 64-bit machine: bit i of word j is CPU
+// 64*j + i.
+func CPUSetFromMask(mask []uint64) CPUSet {
+	n := len(mask)
+	for n > 0 && mask[n-1] == 0 {
+		n--
+	}
+	return CPUSet{words: slices.Clone(mask[:n])}
+}
+
+// Mask returns s in the kernel's cpumask layout (see CPUSetFromMask): a
+// fresh slice, one word per 64 CPUs up to the highest member.
+func (s CPUSet) Mask() []uint64 {
+	n := len(s.words)
+	for n > 0 && s.words[n-1] == 0 {
+		n--
+	}
+	return slices.Clone(s.words[:n])
+}
+
 // RangeCPUSet returns the set {lo, lo+1, ..., hi}.
 func RangeCPUSet(lo, hi int) CPUSet {
 	var s CPUSet

@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,21 +19,25 @@ var getAffinity = func() (CPUSet, error) { return startAffinity, startAffinityEr
 
 var startAffinity, startAffinityErr = readAffinity()
 
-func readAffinity() (CPUSet, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return CPUSet{}, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var out CPUSet
-	for c := range MaxCPU {
-		if c/64 >= len(set) {
-			break
+func readAffinity() (CPUSet, error) { return ThreadAffinity(0) }
+
+// ThreadAffinity returns the CPU affinity mask of thread tid (0: the
+// calling thread), from sched_getaffinity(2), however many CPUs the
+// kernel supports: the buffer grows until the kernel's cpumask fits
+// (x/sys/unix's CPUSet holds 1024 CPUs).
+func ThreadAffinity(tid int) (CPUSet, error) {
+	for words := 16; words <= MaxCPU/64; words *= 2 {
+		mask := make([]uint64, words)
+		n, _, errno := unix.RawSyscall(unix.SYS_SCHED_GETAFFINITY, uintptr(tid), uintptr(words*8), uintptr(unsafe.Pointer(&mask[0])))
+		if errno == unix.EINVAL {
+			continue // the kernel's cpumask is larger than the buffer
 		}
-		if set.IsSet(c) {
-			out.Add(c)
+		if errno != 0 {
+			return CPUSet{}, fmt.Errorf("sched_getaffinity: %w", errno)
 		}
+		return CPUSetFromMask(mask[:n/8]), nil
 	}
-	return out, nil
+	return CPUSet{}, fmt.Errorf("sched_getaffinity: the kernel's CPU mask holds more than %d CPUs", MaxCPU)
 }
 
 func discoverOS() (*Topology, error) {

@@ -255,3 +255,21 @@ func TestSynthetic(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUSetMaskRoundTrip(t *testing.T) {
+	for _, s := range []CPUSet{{}, NewCPUSet(0), NewCPUSet(63, 64), NewCPUSet(1, 1023, 1024, 5000)} {
+		m := s.Mask()
+		if got := CPUSetFromMask(m); !got.Equal(s) || got.String() != s.String() {
+			t.Errorf("CPUSetFromMask(%v.Mask()) = %s", s, got)
+		}
+		if len(m) > 0 && m[len(m)-1] == 0 {
+			t.Errorf("%s.Mask() = %x ends in a zero word", s, m)
+		}
+	}
+	if m := NewCPUSet(64).Mask(); len(m) != 2 || m[0] != 0 || m[1] != 1 {
+		t.Errorf("{64}.Mask() = %x, want [0 1]", m)
+	}
+	if s := CPUSetFromMask([]uint64{0b101, 0, 0}); s.String() != "0,2" || len(s.Mask()) != 1 {
+		t.Errorf("CPUSetFromMask(5,0,0) = %s (mask %x)", s, s.Mask())
+	}
+}
