@@ -14,8 +14,16 @@ var (
 	ErrFull = errors.New("queue: inject shard full")
 )
 
-// minInjectSlots is the smallest ring an inject shard keeps.
-const minInjectSlots = 64
+// segmentSlots is the size of the blocks an inject shard's FIFO is made
+// of: a linked list of fixed arrays grows and shrinks by whole blocks,
+// never copying a task (a ring that doubled and halved spent a seventh of
+// an outside-submission benchmark resizing).
+const segmentSlots = 256
+
+type segment[T any] struct {
+	slots [segmentSlots]T
+	next  *segment[T]
+}
 
 // InjectShard is a node's FIFO of tasks from outside its workers and of
 // the halves that full rings move out. All methods may be called from any
@@ -28,16 +36,20 @@ type InjectShard[T any] struct {
 	n     atomic.Int64 // number of tasks; read without the lock
 	bound int          // 0: unbounded
 
-	mu     sync.Mutex
-	buf    []T // ring of len(buf) slots, a power of two
-	head   int // index of the oldest task
-	closed bool
+	mu sync.Mutex
+	// The tasks are head.slots[first:] ... tail.slots[:last], oldest
+	// first; head == tail when they fit in one segment.
+	head, tail  *segment[T]
+	first, last int
+	spare       *segment[T] // one emptied segment kept for the next growth
+	closed      bool
 }
 
 // NewInjectShard returns an empty shard; bound > 0 makes TryPush fail with
 // ErrFull once the shard holds bound tasks.
 func NewInjectShard[T any](bound int) *InjectShard[T] {
-	return &InjectShard[T]{bound: max(bound, 0), buf: make([]T, minInjectSlots)}
+	seg := new(segment[T])
+	return &InjectShard[T]{bound: max(bound, 0), head: seg, tail: seg}
 }
 
 // Len returns the number of tasks, without taking the lock.
@@ -106,22 +118,18 @@ func (s *InjectShard[T]) pushOverflow(batch []T, t T) {
 
 // append adds t at the back. s.mu must be held.
 func (s *InjectShard[T]) append(t T) {
-	n := int(s.n.Load())
-	if n == len(s.buf) {
-		s.resize(2 * len(s.buf))
+	if s.last == segmentSlots {
+		seg := s.spare
+		if seg == nil {
+			seg = new(segment[T])
+		}
+		s.spare = nil
+		s.tail.next = seg
+		s.tail, s.last = seg, 0
 	}
-	s.buf[(s.head+n)&(len(s.buf)-1)] = t
-	s.n.Store(int64(n + 1))
-}
-
-// resize moves the tasks, oldest first, to a ring of size slots.
-func (s *InjectShard[T]) resize(size int) {
-	n := int(s.n.Load())
-	buf := make([]T, size)
-	for i := range n {
-		buf[i] = s.buf[(s.head+i)&(len(s.buf)-1)]
-	}
-	s.buf, s.head = buf, 0
+	s.tail.slots[s.last] = t
+	s.last++
+	s.n.Add(1)
 }
 
 // Pop removes and returns the oldest task.
@@ -149,19 +157,27 @@ func (s *InjectShard[T]) PopN(dst []T, n int) []T {
 	for k := min(n, int(s.n.Load())); k > 0; k-- {
 		dst = append(dst, s.take())
 	}
-	if l := len(s.buf); l > minInjectSlots && int(s.n.Load()) < l/4 {
-		s.resize(l / 2) // give back what a burst grew
-	}
 	return dst
 }
 
 // take removes the oldest task. s.mu must be held and the shard non-empty.
 func (s *InjectShard[T]) take() T {
 	var zero T
-	t := s.buf[s.head]
-	s.buf[s.head] = zero
-	s.head = (s.head + 1) & (len(s.buf) - 1)
+	t := s.head.slots[s.first]
+	s.head.slots[s.first] = zero
+	s.first++
 	s.n.Add(-1)
+	switch {
+	case s.head == s.tail && s.first == s.last:
+		s.first, s.last = 0, 0 // empty: start the segment over
+	case s.first == segmentSlots:
+		done := s.head
+		s.head, s.first = done.next, 0
+		done.next = nil
+		if s.spare == nil {
+			s.spare = done // its slots are all zero again
+		}
+	}
 	return t
 }
 

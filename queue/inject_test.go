@@ -1,0 +1,93 @@
+package queue
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The shard against a slice: random pushes, batches, requeues, pops and
+// PopN of sizes that cross segment boundaries and empty the shard now
+// and then; order (FIFO) and length must match after every step.
+func TestInjectShardIsAFIFO(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := NewInjectShard[int](0)
+	var model []int
+	next := 0
+	for step := range 20_000 {
+		switch op := rng.IntN(6); {
+		case op == 0:
+			if err := s.Push(next); err != nil {
+				t.Fatal(err)
+			}
+			model = append(model, next)
+			next++
+		case op == 1:
+			batch := make([]int, rng.IntN(3*segmentSlots))
+			for i := range batch {
+				batch[i] = next
+				next++
+			}
+			if err := s.PushBatch(batch); err != nil {
+				t.Fatal(err)
+			}
+			model = append(model, batch...)
+		case op == 2:
+			s.Requeue(next)
+			model = append(model, next)
+			next++
+		case op == 3:
+			v, ok := s.Pop()
+			if ok != (len(model) > 0) || ok && v != model[0] {
+				t.Fatalf("step %d: Pop = %d, %v; want the oldest of %d", step, v, ok, len(model))
+			}
+			if ok {
+				model = model[1:]
+			}
+		default:
+			n := rng.IntN(2*segmentSlots + 2)
+			got := s.PopN(nil, n)
+			want := model[:min(n, len(model))]
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: PopN(%d) gave %d tasks, first %v; want %d", step, n, len(got), got[:min(3, len(got))], len(want))
+			}
+			model = model[len(want):]
+		}
+		if s.Len() != len(model) || s.IsEmpty() != (len(model) == 0) {
+			t.Fatalf("step %d: Len %d, IsEmpty %v; the model holds %d", step, s.Len(), s.IsEmpty(), len(model))
+		}
+	}
+	// Drain: everything comes out in order and the shard is reusable.
+	if got := s.PopN(nil, len(model)+1); !slices.Equal(got, model) {
+		t.Fatalf("drain gave %d tasks, want %d", len(got), len(model))
+	}
+	if err := s.Push(-1); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.Pop(); !ok || v != -1 {
+		t.Fatalf("after draining, Pop = %d, %v", v, ok)
+	}
+}
+
+// Popped and drained slots do not keep tasks alive for the collector.
+func TestInjectShardClearsSlots(t *testing.T) {
+	s := NewInjectShard[*int](0)
+	for i := range 3*segmentSlots + 5 {
+		_ = s.Push(&i)
+	}
+	_ = s.PopN(nil, 3*segmentSlots+5)
+	for seg := s.head; seg != nil; seg = seg.next {
+		for i, p := range seg.slots {
+			if p != nil {
+				t.Fatalf("slot %d still holds a task after the shard drained", i)
+			}
+		}
+	}
+	if s.spare != nil {
+		for i, p := range s.spare.slots {
+			if p != nil {
+				t.Fatalf("spare segment slot %d holds a task", i)
+			}
+		}
+	}
+}
