@@ -8,9 +8,10 @@
 // Local (push, pop) and the Stealer (steal half into another worker's
 // Local), so that a thief cannot call push.
 //
-// The inject shard is a mutex-guarded FIFO with an atomic length: the
-// queue of work submitted from outside the workers and of the halves
-// that full rings move out. It can be bounded for back-pressure and
+// The inject shard is a mutex-guarded FIFO of linked 256-slot segments
+// with an atomic length (so that "is it empty?" takes no lock): the queue
+// of work submitted from outside the workers and of the halves that full
+// rings move out. It can be bounded for back-pressure and
 // closed; after Close it refuses new work and hands it back, never
 // dropping it.
 //
