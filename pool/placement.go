@@ -14,6 +14,7 @@ type plan struct {
 	topo     *topology.Topology
 	groups   []groupPlan
 	degraded []string
+	claim    *claim // the workers' CPUs, held until the pool ends
 }
 
 type groupPlan struct {
@@ -78,16 +79,16 @@ func makePlan(c config) (*plan, error) {
 		return nil, fmt.Errorf("pool: %d workers cannot cover %d nodes", workers, len(nodes))
 	}
 	counts := apportion(workers, nodes)
+	p.claim = &claim{}
+	cpuClaims.Lock()
+	defer cpuClaims.Unlock()
 	for i, n := range nodes {
 		if counts[i] == 0 {
 			p.degraded = append(p.degraded, fmt.Sprintf("node %d gets no worker (%d workers for %d nodes)", n.ID, workers, len(nodes)))
 			continue
 		}
 		order := coresFirst(t, n.CPUs)
-		cpus := make([]int, counts[i])
-		for k := range cpus {
-			cpus[k] = order[k%len(order)] // more workers than CPUs: wrap
-		}
+		cpus := assignCPUs(t, order, counts[i], p.claim)
 		if counts[i] > len(order) {
 			p.degraded = append(p.degraded, fmt.Sprintf("node %d: %d workers on %d CPUs", n.ID, counts[i], len(order)))
 		}

@@ -70,6 +70,7 @@ type Pool struct {
 	drained   chan struct{} // closed when every queue is empty and every worker idle
 	exited    sync.WaitGroup
 	abandoned atomic.Int64
+	claim     *claim // the CPUs the workers are placed on, given back when they end
 }
 
 const (
@@ -97,7 +98,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, drained: make(chan struct{})}
+	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, drained: make(chan struct{}), claim: pl.claim}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
 		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), pinned: queue.NewInjectShard[*task](0), dist: gp.distRow}
@@ -116,6 +117,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.groups[a].dist[b] })
 	if err != nil {
+		p.claim.release()
 		return nil, err
 	}
 	p.order = weightedOrder(p.groups)
@@ -326,6 +328,7 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 		err = ctx.Err()
 	}
 	p.exited.Wait()
+	p.claim.release()
 	if err != nil {
 		n := p.dropQueued()
 		p.abandoned.Add(int64(n))
@@ -338,6 +341,7 @@ func (p *Pool) stop() {
 	p.state.Store(aborting)
 	p.idle.wakeAll()
 	p.exited.Wait()
+	p.claim.release()
 }
 
 // dropQueued empties every queue after the workers have stopped and
