@@ -171,8 +171,10 @@ func (w *Worker) loop() {
 }
 
 // next returns the next local task: every interval ticks one from the
-// node's shard first (fairness), else the LIFO slot (at most
-// maxLIFORuns in a row), the local queue, a batch from the node's shard.
+// node's shards first (fairness), else the LIFO slot (at most
+// maxLIFORuns in a row), on odd ticks a pinned task, the local queue,
+// then the node's shards in turn (a pinned task, or a batch from the
+// inject shard).
 func (w *Worker) next() *task {
 	w.tick++
 	if w.tick%w.interval == 0 {
