@@ -380,9 +380,6 @@ func TestJoinMisusePanics(t *testing.T) {
 }
 
 func TestPoolGroupWaitInsideTaskPanics(t *testing.T) {
-	if useLIFO {
-		t.Skip("caught with -race only")
-	}
 	p := newTestPool(t, WithWorkers(1))
 	defer p.Close()
 	got := onWorker(t, p, func(w *Worker) (msg string) {

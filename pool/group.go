@@ -30,7 +30,10 @@ type Group struct {
 }
 
 // Group returns a group for use from outside the pool; its context is
-// derived from ctx and cancelled by the first error.
+// derived from ctx and cancelled by the first error. Its Wait panics when
+// called from one of the pool's tasks, which must use Worker.Group: a
+// worker blocked in Wait runs nothing, and a pool whose workers all wait
+// would stop.
 func (p *Pool) Group(ctx context.Context) *Group {
 	return newGroup(p, nil, ctx)
 }

@@ -13,6 +13,3 @@ func (*ownerID) set() {}
 func (*ownerID) check(string) {}
 
 func (*ownerID) checkSampled(string) {}
-
-// onWorker is false without the race detector: see race.go.
-func (*Pool) onWorker() bool { return false }

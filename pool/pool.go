@@ -19,6 +19,11 @@ var (
 	ErrClosed = errors.New("pool: closed")
 	// ErrFull: the node's bounded queue is full (TrySubmit).
 	ErrFull = errors.New("pool: node queue full")
+	// ErrInsideTask: Close or Shutdown was called from one of the pool's
+	// own tasks, which cannot wait for the pool to drain (it would wait
+	// for itself). Intake is closed and the pool drains on its own; call
+	// Close from outside to wait for it.
+	ErrInsideTask = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
 )
 
 // task is one unit of work. home >= 0 keeps it inside that node group
@@ -311,6 +316,8 @@ func (p *Pool) Close() error {
 // Shutdown is Close that gives up at ctx's deadline: queued tasks not yet
 // started are then dropped and counted, tasks already running finish,
 // and Shutdown returns how many tasks were abandoned with ctx.Err().
+// Called from one of the pool's tasks, Close and Shutdown close intake
+// and return ErrInsideTask at once instead of waiting for themselves.
 func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 	p.closeOnce.Do(func() {
 		p.state.CompareAndSwap(running, closing)
@@ -320,6 +327,9 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 		}
 		p.idle.wakeAll()
 	})
+	if p.onWorker() {
+		return 0, ErrInsideTask
+	}
 	select {
 	case <-p.drained:
 	case <-ctx.Done():

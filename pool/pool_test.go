@@ -539,3 +539,40 @@ func TestPoolsSpreadOverCPUs(t *testing.T) {
 		t.Errorf("%d CPUs still claimed after every pool closed", left)
 	}
 }
+
+// Close from inside a task would wait for itself: it closes intake and
+// returns ErrInsideTask at once; the pool still runs what was queued, and
+// Close from outside waits for it.
+func TestCloseFromInsideATask(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	_ = p.Submit(func(*Worker) { close(blocked); <-release }) // holds one worker
+	<-blocked
+	var ran atomic.Int32
+	for range 10 {
+		_ = p.Submit(func(*Worker) { ran.Add(1) })
+	}
+	got := make(chan error, 1)
+	if err := p.Submit(func(*Worker) { got <- p.Close() }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrInsideTask) {
+			t.Errorf("Close inside a task = %v, want ErrInsideTask", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close inside a task did not return")
+	}
+	if err := p.Submit(func(*Worker) {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close inside a task = %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := p.Close(); err != nil {
+		t.Errorf("Close from outside: %v", err)
+	}
+	if ran.Load() != 10 {
+		t.Errorf("%d of 10 queued tasks ran", ran.Load())
+	}
+}

@@ -2,12 +2,7 @@
 
 package pool
 
-import (
-	"bytes"
-	"fmt"
-	"runtime"
-	"strconv"
-)
+import "fmt"
 
 // useLIFO is off under the race detector, so that tests see tasks run in
 // more orders (as the runtime's randomizeScheduler does).
@@ -19,17 +14,6 @@ const useLIFO = false
 type ownerID struct {
 	id    uint64
 	calls uint32 // for checkSampled; touched by the owner only
-}
-
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	n, _ := strconv.ParseUint(string(b), 10, 64)
-	return n
 }
 
 func (o *ownerID) set() { o.id = goid() }
@@ -48,15 +32,4 @@ func (o *ownerID) checkSampled(method string) {
 	if o.calls%32 == 1 {
 		o.check(method)
 	}
-}
-
-// onWorker reports whether the calling goroutine is one of p's workers.
-func (p *Pool) onWorker() bool {
-	g := goid()
-	for _, w := range p.workers {
-		if w.owner.id == g {
-			return true
-		}
-	}
-	return false
 }

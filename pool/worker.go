@@ -37,6 +37,8 @@ type Worker struct {
 	// joinSlot offers the b side of the outermost pending Join to thieves.
 	joinSlot atomic.Pointer[joinTask]
 	wakeCh   chan struct{}
+	// gid is the worker goroutine's id, for onWorker (set when it starts).
+	gid atomic.Uint64
 
 	// Owner-only state.
 	rng       steal.Rand
@@ -126,6 +128,7 @@ func (w *Worker) wake() {
 func (w *Worker) main(placed chan<- error) {
 	defer w.pool.exited.Done()
 	w.owner.set()
+	w.gid.Store(goid())
 	var th *pin.Thread
 	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
 	if err == nil {
