@@ -16,7 +16,8 @@
 #   --append ARGS        extra kernel arguments                     [NUMAPOOL_VM_APPEND]
 #
 # Exit status: the binary's; 124 on timeout; 125 when the VM ended without
-# reporting one; 2 on bad usage. The Debian kernel (linux-image-amd64) is
+# reporting one; 126 when qemu or the kernel could not be installed; 2 on
+# bad usage. The Debian kernel (linux-image-amd64) is
 # downloaded once and its ELF vmlinux cached in ${XDG_CACHE_HOME:-~/.cache}/numapool-vm,
 # so later runs need no network. No KVM is needed: the VM runs under TCG.
 set -euo pipefail
@@ -24,7 +25,7 @@ set -euo pipefail
 nodes=${NUMAPOOL_VM_NODES:-2} cpus=${NUMAPOOL_VM_CPUS:-2} mem=${NUMAPOOL_VM_MEM:-256}
 memonly=${NUMAPOOL_VM_MEMORY_ONLY:-0} dist=${NUMAPOOL_VM_DIST:-} timeout=${NUMAPOOL_VM_TIMEOUT:-600}
 append=${NUMAPOOL_VM_APPEND:-}
-usage() { sed -n '2,24p' "$0" >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) nodes=$2; shift 2 ;;
@@ -57,7 +58,8 @@ mkdir -p "$cache"
 
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
   echo "numa-vm: installing qemu-system-x86" >&2
-  (apt-get update -qq && apt-get install -y -qq qemu-system-x86) >/dev/null
+  (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq qemu-system-x86) >/dev/null ||
+    { echo "numa-vm: installing qemu-system-x86 with apt-get failed; install it and run again" >&2; exit 126; }
 fi
 
 # The kernel: Debian's linux-image-amd64, its ELF vmlinux extracted once
@@ -71,7 +73,8 @@ if [ ! -s "$cache/vmlinux" ]; then
   (cd "$work" && apt-get download linux-image-amd64 >/dev/null 2>&1 &&
     dep=$(dpkg-deb -f linux-image-amd64_*.deb Depends | sed 's/[ ,(].*//') &&
     apt-get download "$dep" >/dev/null 2>&1 &&
-    dpkg-deb --fsys-tarfile "$dep"_*.deb | tar -x --wildcards './boot/vmlinuz-*')
+    dpkg-deb --fsys-tarfile "$dep"_*.deb | tar -x --wildcards './boot/vmlinuz-*') ||
+    { echo "numa-vm: could not download Debian's linux-image-amd64 with apt-get download" >&2; exit 126; }
   python3 - "$work"/boot/vmlinuz-* "$cache/vmlinux.tmp" <<'EOF'
 import lzma, sys
 data = open(sys.argv[1], "rb").read()
