@@ -1,8 +1,6 @@
 package topology
 
 import (
-	"errors"
-	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -12,7 +10,13 @@ import (
 // cpuset it lives in (cgroup v2, v1, or the legacy cpuset filesystem), then
 // the Cpus_allowed_list and Mems_allowed_list of /proc/self/status, which
 // also reflect taskset, numactl and the batch system's binding.
-func (r *reader) readAllowed(t *Topology) error {
+//
+// Each of these files narrows the sets only when it can be read and
+// leaves some online CPU (some node); one that is missing adds nothing,
+// and one that is empty, unreadable (a directory, a symlink loop, too
+// large), malformed or disjoint from what is online is noted and adds
+// nothing either, as hwloc ignores a cpuset file it fails to read.
+func (r *reader) readAllowed(t *Topology) {
 	t.Allowed = t.Online
 	var all CPUSet
 	for _, n := range t.Nodes {
@@ -20,30 +24,49 @@ func (r *reader) readAllowed(t *Topology) error {
 	}
 	t.AllowedMems = all
 
-	cs, err := r.cgroupCpuset()
-	if err != nil {
-		return err
-	}
+	cs := r.cgroupCpuset()
 	if cs.haveCPUs {
-		t.Allowed = t.Allowed.And(cs.cpus)
+		t.Allowed = r.narrow(t.Allowed, cs.cpus, cs.cpusFile, "CPU")
 	}
 	if cs.haveMems {
-		t.AllowedMems = t.AllowedMems.And(cs.mems)
+		t.AllowedMems = r.narrow(t.AllowedMems, cs.mems, cs.memsFile, "node")
 	}
-	if b, err := r.read("proc/self/status"); err == nil {
-		st, err := parseStatus(b)
-		if err != nil {
-			return wrap("proc/self/status", err)
+	const status = "proc/self/status"
+	var lines []byte
+	ok := r.optionalLines(status, func(line string) bool {
+		if strings.HasPrefix(line, "Cpus_allowed_list:") || strings.HasPrefix(line, "Mems_allowed_list:") {
+			lines = append(append(lines, line...), '\n')
 		}
-		if st.hasCPUs && r.statusCPUs {
-			t.Allowed = t.Allowed.And(st.cpus)
-		}
-		if st.hasMems {
-			t.AllowedMems = t.AllowedMems.And(st.mems)
+		return true
+	})
+	if ok {
+		st, err := parseStatus(lines)
+		switch {
+		case err != nil:
+			r.note("%s: %v: ignored", status, err)
+		default:
+			if st.hasCPUs && r.statusCPUs {
+				t.Allowed = r.narrow(t.Allowed, st.cpus, status+" Cpus_allowed_list", "CPU")
+			}
+			if st.hasMems {
+				t.AllowedMems = r.narrow(t.AllowedMems, st.mems, status+" Mems_allowed_list", "node")
+			}
 		}
 	}
 	t.restrict()
-	return nil
+}
+
+// narrow returns have ∩ by, or have with a note when that leaves nothing.
+func (r *reader) narrow(have, by CPUSet, file, what string) CPUSet {
+	if by.IsEmpty() {
+		r.note("%s is empty: ignored", file)
+		return have
+	}
+	if !have.Intersects(by) {
+		r.note("%s allows %ss %s, none of them among %s: ignored", file, what, by, have)
+		return have
+	}
+	return have.And(by)
 }
 
 // restrict marks each CPU and node by the Allowed and AllowedMems sets.
@@ -59,7 +82,7 @@ func (t *Topology) restrict() {
 type cpuset struct {
 	cpus, mems         CPUSet
 	haveCPUs, haveMems bool
-	where              string // the cpus file read, for reports
+	cpusFile, memsFile string // the files read, for notes
 }
 
 // cgroupCpuset finds the cpuset controller's mount, the process's cgroup
@@ -74,36 +97,33 @@ type cpuset struct {
 //     cgroup v2, cpuset.cpus and cpuset.mems on v1, cpus and mems on the
 //     legacy filesystem or a v1 mount with the noprefix option.
 //
-// A missing file means no restriction; a malformed one is an error.
-func (r *reader) cgroupCpuset() (cpuset, error) {
+// A missing file means no restriction; an unreadable or malformed one is
+// noted and means none either.
+func (r *reader) cgroupCpuset() cpuset {
 	var cs cpuset
-	b, err := r.read("proc/mounts")
-	if err != nil {
-		return cs, nil
-	}
 	var mnt *mount
-	mounts := parseMounts(b)
-	for i := range mounts {
-		m := &mounts[i]
+	r.optionalLines("proc/mounts", func(line string) bool {
+		m, ok := parseMount(line)
+		if !ok {
+			return true
+		}
 		switch {
 		case m.fstype == "cgroup2":
-			c, err := r.read(fsPath(m.dir, "cgroup.controllers"))
-			if err == nil && slices.Contains(strings.Fields(clean(c)), "cpuset") {
-				mnt = m
+			c, ok := r.optional(fsPath(m.dir, "cgroup.controllers"))
+			if ok && slices.Contains(strings.Fields(clean(c)), "cpuset") {
+				mnt = &m
 			}
 		case m.fstype == "cpuset", m.fstype == "cgroup" && slices.Contains(m.options, "cpuset"):
-			mnt = m
+			mnt = &m
 		}
-		if mnt != nil {
-			break
-		}
-	}
+		return mnt == nil
+	})
 	if mnt == nil {
-		return cs, nil
+		return cs
 	}
 	group, ok := r.cgroupPath(mnt.fstype == "cgroup2")
 	if !ok {
-		return cs, nil
+		return cs
 	}
 	cpusFile, memsFile := "cpuset.cpus", "cpuset.mems"
 	switch {
@@ -112,53 +132,51 @@ func (r *reader) cgroupCpuset() (cpuset, error) {
 	case mnt.fstype == "cpuset", slices.Contains(mnt.options, "noprefix"):
 		cpusFile, memsFile = "cpus", "mems"
 	}
-	cs.where = "/" + fsPath(mnt.dir, group, cpusFile)
-	for _, f := range []struct {
-		name string
-		dst  *CPUSet
-		ok   *bool
-	}{{cpusFile, &cs.cpus, &cs.haveCPUs}, {memsFile, &cs.mems, &cs.haveMems}} {
-		p := fsPath(mnt.dir, group, f.name)
-		set, err := r.list(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue
-		case err != nil:
-			return cs, err
-		case set.IsEmpty():
-			r.note("%s is empty: ignored", p)
-			continue
-		}
-		*f.dst, *f.ok = set, true
+	cs.cpusFile, cs.memsFile = fsPath(mnt.dir, group, cpusFile), fsPath(mnt.dir, group, memsFile)
+	cs.cpus, cs.haveCPUs = r.cpuSetFile(cs.cpusFile)
+	cs.mems, cs.haveMems = r.cpuSetFile(cs.memsFile)
+	return cs
+}
+
+// cpuSetFile reads a cgroup's list file; false when it is missing, or
+// unreadable or malformed (noted).
+func (r *reader) cpuSetFile(p string) (CPUSet, bool) {
+	b, ok := r.optional(p)
+	if !ok {
+		return CPUSet{}, false
 	}
-	return cs, nil
+	set, err := ParseCPUList(b)
+	if err != nil {
+		r.note("%s: %v: ignored", p, err)
+		return CPUSet{}, false
+	}
+	return set, true
 }
 
 // cgroupPath returns the process's cgroup relative to the cpuset mount:
 // the unified hierarchy's "0::" line for cgroup v2, the line naming the
 // cpuset controller for v1.
 func (r *reader) cgroupPath(v2 bool) (string, bool) {
-	if b, err := r.read("proc/self/cpuset"); err == nil {
+	if b, ok := r.optional("proc/self/cpuset"); ok {
 		if p := clean(b); p != "" {
 			return p, true
 		}
 	}
-	b, err := r.read("proc/self/cgroup")
-	if err != nil {
-		return "", false
-	}
 	// Lines are "hierarchy-ID:controller-list:cgroup-path" (cgroups(7)).
-	for line := range strings.SplitSeq(clean(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
+	group, found := "", false
+	r.optionalLines("proc/self/cgroup", func(line string) bool {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
 		if len(parts) != 3 {
-			continue
+			return true
 		}
 		unified := parts[0] == "0" && parts[1] == ""
 		if unified == v2 && (unified || slices.Contains(strings.Split(parts[1], ","), "cpuset")) {
-			return parts[2], true
+			group, found = parts[2], true
+			return false
 		}
-	}
-	return "", false
+		return true
+	})
+	return group, found
 }
 
 // fsPath joins absolute path pieces into an fs.FS path (no leading slash).

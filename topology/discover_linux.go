@@ -47,7 +47,7 @@ func discoverOS() (*Topology, error) {
 		arch = unix.ByteSliceToString(uts.Machine[:])
 	}
 	aff, affErr := getAffinity()
-	t, err := fromFS(os.DirFS("/"), arch, affErr != nil)
+	t, err := fromFS(os.DirFS("/"), arch, affErr != nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,11 @@
 // encodes a topology in the same JSON schema.
 //
 // Parsers of the kernel's formats (ParseCPUList, ParseCPUMask and the
-// internal ones) are pure functions; a malformed file is an error that
-// names the file and the offending text, wrapping ErrTopology.
+// internal ones) are pure functions. Discovery reads odd machines as hwloc
+// does: a file that is missing, empty, malformed or unreadable leaves what
+// it describes unknown (or another file is used) and is noted in Degraded,
+// naming the file and quoting the start of its value; only when nothing
+// usable is left is it an error, which names the file and wraps
+// ErrTopology. Files are read up to a size cap and up to their first NUL,
+// and a captured tree's symbolic links are resolved inside it.
 package topology

@@ -1,9 +1,9 @@
 package topology
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -21,18 +21,17 @@ var (
 
 // ParseError names the text a parser refused and why.
 type ParseError struct {
-	Text string // the offending text (one item or the whole input)
+	Text string // the offending text (one item or the whole input), its first 64 bytes and "…" if longer
 	Err  error  // ErrSyntax, ErrOutOfRange or a strconv error
+}
+
+// parseError returns a ParseError quoting at most the start of text.
+func parseError(text string, err error) *ParseError {
+	return &ParseError{Text: shorten(text), Err: err}
 }
 
 func (e *ParseError) Error() string { return fmt.Sprintf("parsing %q: %v", e.Text, e.Err) }
 func (e *ParseError) Unwrap() error { return e.Err }
-
-// clean strips what sysfs and procfs leave around a value: the trailing
-// newline, and the NUL bytes some kernels append after it ("0-3\n\x00").
-func clean(b []byte) string {
-	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, nil)))
-}
 
 // ParseCPUList parses the kernel's list format, used by cpulist,
 // cpu/online, node/online, shared_cpu_list, cpuset.cpus and the
@@ -51,7 +50,7 @@ func ParseCPUList(b []byte) (CPUSet, error) {
 	for item := range strings.SplitSeq(text, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
-			return CPUSet{}, &ParseError{Text: text, Err: fmt.Errorf("%w: empty item", ErrSyntax)}
+			return CPUSet{}, parseError(text, fmt.Errorf("%w: empty item", ErrSyntax))
 		}
 		if err := addListItem(&s, item); err != nil {
 			return CPUSet{}, err
@@ -74,17 +73,17 @@ func addListItem(s *CPUSet, item string) error {
 			return err
 		}
 		if last < first {
-			return &ParseError{Text: item, Err: fmt.Errorf("%w: range ends before it starts", ErrSyntax)}
+			return parseError(item, fmt.Errorf("%w: range ends before it starts", ErrSyntax))
 		}
 	}
 	used, group := 1, 1
 	if hasStride {
 		if !isRange {
-			return &ParseError{Text: item, Err: fmt.Errorf("%w: a stride needs a range", ErrSyntax)}
+			return parseError(item, fmt.Errorf("%w: a stride needs a range", ErrSyntax))
 		}
 		u, g, ok := strings.Cut(stride, "/")
 		if !ok {
-			return &ParseError{Text: item, Err: fmt.Errorf("%w: stride is not used/group", ErrSyntax)}
+			return parseError(item, fmt.Errorf("%w: stride is not used/group", ErrSyntax))
 		}
 		if used, err = parseCPUNumber(u, item); err != nil {
 			return err
@@ -93,7 +92,7 @@ func addListItem(s *CPUSet, item string) error {
 			return err
 		}
 		if used == 0 || group == 0 || used > group {
-			return &ParseError{Text: item, Err: fmt.Errorf("%w: stride needs 0 < used <= group", ErrSyntax)}
+			return parseError(item, fmt.Errorf("%w: stride needs 0 < used <= group", ErrSyntax))
 		}
 	}
 	for c := first; c <= last; c++ {
@@ -106,18 +105,18 @@ func addListItem(s *CPUSet, item string) error {
 
 func parseCPUNumber(text, item string) (int, error) {
 	if text == "" || text[0] == '+' || text[0] == '-' {
-		return 0, &ParseError{Text: item, Err: ErrSyntax}
+		return 0, parseError(item, ErrSyntax)
 	}
 	n, err := strconv.ParseUint(text, 10, 32)
 	if err != nil {
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
-			return 0, &ParseError{Text: item, Err: ErrOutOfRange}
+			return 0, parseError(item, ErrOutOfRange)
 		}
-		return 0, &ParseError{Text: item, Err: ErrSyntax}
+		return 0, parseError(item, ErrSyntax)
 	}
 	if n >= MaxCPU {
-		return 0, &ParseError{Text: item, Err: ErrOutOfRange}
+		return 0, parseError(item, ErrOutOfRange)
 	}
 	return int(n), nil
 }
@@ -140,17 +139,17 @@ func ParseCPUMask(b []byte) (CPUSet, error) {
 	words := strings.Split(text, ",")
 	for i, w := range words {
 		if w == "" || len(w) > 8 {
-			return CPUSet{}, &ParseError{Text: text, Err: fmt.Errorf("%w: mask word %q is not 1 to 8 hex digits", ErrSyntax, w)}
+			return CPUSet{}, parseError(text, fmt.Errorf("%w: mask word %s is not 1 to 8 hex digits", ErrSyntax, quote(w)))
 		}
 		v, err := strconv.ParseUint(w, 16, 32)
 		if err != nil {
-			return CPUSet{}, &ParseError{Text: text, Err: fmt.Errorf("%w: mask word %q is not hexadecimal", ErrSyntax, w)}
+			return CPUSet{}, parseError(text, fmt.Errorf("%w: mask word %s is not hexadecimal", ErrSyntax, quote(w)))
 		}
 		base := (len(words) - 1 - i) * 32
 		for v != 0 {
 			bit := base + bits.TrailingZeros32(uint32(v))
 			if bit >= MaxCPU {
-				return CPUSet{}, &ParseError{Text: text, Err: ErrOutOfRange}
+				return CPUSet{}, parseError(text, ErrOutOfRange)
 			}
 			s.Add(bit)
 			v &= v - 1
@@ -159,30 +158,19 @@ func ParseCPUMask(b []byte) (CPUSet, error) {
 	return s, nil
 }
 
-// parseInt parses one decimal integer file such as core_id, level or
-// physical_package_id (which may be -1).
-func parseInt(b []byte) (int, error) {
-	text := clean(b)
-	n, err := strconv.Atoi(text)
-	if err != nil {
-		return 0, &ParseError{Text: text, Err: ErrSyntax}
-	}
-	return n, nil
-}
-
 // parseDistances parses a node's distance file: one relative distance per
 // node, in node order, separated by spaces, e.g. "10 21 21 21".
 func parseDistances(b []byte) ([]int, error) {
 	text := clean(b)
 	fields := strings.Fields(text)
 	if len(fields) == 0 {
-		return nil, &ParseError{Text: text, Err: fmt.Errorf("%w: no distances", ErrSyntax)}
+		return nil, parseError(text, fmt.Errorf("%w: no distances", ErrSyntax))
 	}
 	out := make([]int, len(fields))
 	for i, f := range fields {
 		d, err := strconv.Atoi(f)
 		if err != nil || d < 0 {
-			return nil, &ParseError{Text: f, Err: ErrSyntax}
+			return nil, parseError(f, ErrSyntax)
 		}
 		out[i] = d
 	}
@@ -204,13 +192,16 @@ func parseMemTotal(b []byte) (bytes int64, ok bool, err error) {
 		}
 		fields := strings.Fields(rest)
 		if len(fields) == 0 || len(fields) > 2 || (len(fields) == 2 && fields[1] != "kB") {
-			return 0, false, &ParseError{Text: line, Err: ErrSyntax}
+			return 0, false, parseError(line, ErrSyntax)
 		}
 		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil || kb < 0 || kb > 1<<53 {
-			return 0, false, &ParseError{Text: line, Err: ErrSyntax}
+		if err != nil || kb < 0 {
+			return 0, false, parseError(line, ErrSyntax)
 		}
-		return kb * 1024, true, nil
+		if kb > math.MaxInt64>>10 {
+			return 0, false, parseError(line, fmt.Errorf("%w: more than 8 EiB", ErrOutOfRange))
+		}
+		return kb << 10, true, nil
 	}
 	return 0, false, nil
 }
@@ -231,8 +222,11 @@ func parseCacheSize(b []byte) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || v < 0 || v > 1<<40 {
-		return 0, &ParseError{Text: text, Err: ErrSyntax}
+	if err != nil || v < 0 || num == "" || num[0] == '+' {
+		return 0, parseError(text, ErrSyntax)
+	}
+	if v > math.MaxInt64/unit {
+		return 0, parseError(text, fmt.Errorf("%w: more than 8 EiB", ErrOutOfRange))
 	}
 	return v * unit, nil
 }
@@ -284,13 +278,21 @@ type mount struct {
 func parseMounts(b []byte) []mount {
 	var out []mount
 	for line := range strings.SplitSeq(clean(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
+		if m, ok := parseMount(line); ok {
+			out = append(out, m)
 		}
-		out = append(out, mount{device: f[0], dir: unescapeMount(f[1]), fstype: f[2], options: strings.Split(f[3], ",")})
 	}
 	return out
+}
+
+// parseMount parses one line of /proc/mounts; ok is false for a line
+// with fewer than four fields.
+func parseMount(line string) (m mount, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 4 {
+		return mount{}, false
+	}
+	return mount{device: f[0], dir: unescapeMount(f[1]), fstype: f[2], options: strings.Split(f[3], ",")}, true
 }
 
 func unescapeMount(s string) string {

@@ -1,12 +1,10 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
-	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -37,37 +35,42 @@ func FromDir(dir string) (*Topology, error) {
 }
 
 // FromFS reads the topology from a filesystem holding sys/ and proc/ at
-// its root: os.DirFS("/") for this machine, a captured tree in tests.
+// its root: a captured tree, or fstest.MapFS in tests.
 //
 // It applies hwloc's rules (see testdata/fixtures/SCHEMA.md): node CPUs are
 // cpumap ∩ online, memory-only nodes have none, cores are the SMT sibling
 // sets, packages the core_siblings sets, the allowed CPUs and nodes come
-// from the cgroup cpuset of the process and from /proc/self/status. A
-// malformed file is an error naming the file and the text; a missing
-// optional file is recorded in Degraded.
+// from the cgroup cpuset of the process and from /proc/self/status.
+//
+// Odd files are read as hwloc reads them: a missing, empty, unreadable or
+// malformed file that discovery can do without leaves what it describes
+// unknown (or falls back to another file) and says so in Degraded, naming
+// the file and quoting its value. Only when nothing usable is left (no CPU
+// directory, no online or allowed CPU) is it an error, which names the
+// file. Every file is read up to a size cap and up to its first NUL byte,
+// and symbolic links are followed inside fsys as if it were the root: an
+// absolute target starts at fsys's root, never at the host's.
 func FromFS(fsys fs.FS) (*Topology, error) {
-	return fromFS(fsys, "", true)
+	return fromFS(fsys, "", true, true)
 }
 
 // fromFS reads fsys; arch is the running kernel's machine name when fsys
 // is this machine's root, "" for a capture. statusCPUs says whether the
 // Cpus_allowed_list of proc/self/status counts: not for this machine,
 // where it is the main thread's mask of the moment and the process's
-// starting affinity is used instead.
-func fromFS(fsys fs.FS, arch string, statusCPUs bool) (*Topology, error) {
-	r := &reader{fsys: fsys, arch: arch, statusCPUs: statusCPUs}
+// starting affinity is used instead. inRoot says whether symbolic links
+// are resolved inside fsys (a capture) rather than by the kernel (this
+// machine's root, where the two agree).
+func fromFS(fsys fs.FS, arch string, statusCPUs, inRoot bool) (*Topology, error) {
+	r := &reader{fsys: fsys, arch: arch, statusCPUs: statusCPUs, inRoot: inRoot}
 	t := &Topology{Source: "sysfs"}
 	r.readMachine(t)
 	if err := r.readCPUs(t); err != nil {
 		return nil, err
 	}
-	if err := r.readNodes(t); err != nil {
-		return nil, err
-	}
-	if err := r.readAllowed(t); err != nil {
-		return nil, err
-	}
-	t.Degraded = append(t.Degraded, r.notes...)
+	r.readNodes(t)
+	r.readAllowed(t)
+	t.Degraded = append(t.Degraded, r.finishNotes()...)
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -78,139 +81,85 @@ func fromFS(fsys fs.FS, arch string, statusCPUs bool) (*Topology, error) {
 // assume.
 type reader struct {
 	fsys       fs.FS
+	inRoot     bool              // resolve symbolic links inside fsys
+	links      map[string]string // resolved path -> its link target, "" if not a link
 	notes      []string
-	arch       string // from proc/hwloc-nofile-info or the running kernel
+	noted      int                 // notes made so far, merged ones included
+	perCPU     map[string]*cpuNote // notes about cpuN files, by text with N for the number
+	arch       string              // from proc/hwloc-nofile-info or the running kernel
 	x86        bool
 	amdCU      bool // AMD family 15h/16h: SMT siblings are distinct cores
 	statusCPUs bool // narrow the allowed CPUs by proc/self/status
 	knl        bool // Xeon Phi: L3 entries of size 0 are not caches
 }
 
+// cpuNote is one note about the same file of several CPUs.
+type cpuNote struct {
+	at   int    // index in notes
+	text string // with cpuN for the CPU's directory
+	cpus CPUSet
+}
+
+// cpuPath finds the cpuN directory in a note about a CPU's file.
+var cpuPath = regexp.MustCompile(`sys/devices/system/cpu/cpu([0-9]+)/`)
+
+// note records what discovery could not learn and what it assumed. Notes
+// about the same file of several CPUs (cpu3/topology/core_id is empty,
+// cpu4/topology/core_id is empty, ...) become one, listing the CPUs.
 func (r *reader) note(format string, args ...any) {
-	r.notes = append(r.notes, fmt.Sprintf(format, args...))
-}
-
-// read returns a whole file: sysfs and procfs files may exceed a page on
-// machines with thousands of CPUs, so nothing here reads a fixed buffer.
-func (r *reader) read(path string) ([]byte, error) {
-	b, err := fs.ReadFile(r.fsys, path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTopology, err)
+	r.noted++
+	text := fmt.Sprintf(format, args...)
+	m := cpuPath.FindStringSubmatchIndex(text)
+	if m == nil {
+		r.notes = append(r.notes, text)
+		return
 	}
-	return b, nil
-}
-
-func (r *reader) exists(path string) bool {
-	_, err := fs.Stat(r.fsys, path)
-	return err == nil
-}
-
-// wrap names the file in a parse error.
-func wrap(path string, err error) error {
-	return fmt.Errorf("%w: %s: %w", ErrTopology, path, err)
-}
-
-func (r *reader) list(path string) (CPUSet, error) { return r.cpuSet(path, ParseCPUList) }
-
-func (r *reader) mask(path string) (CPUSet, error) { return r.cpuSet(path, ParseCPUMask) }
-
-// cpuSet reads path and parses it with parse, naming the file on error.
-func (r *reader) cpuSet(path string, parse func([]byte) (CPUSet, error)) (CPUSet, error) {
-	b, err := r.read(path)
-	if err != nil {
-		return CPUSet{}, err
+	cpu, err := strconv.Atoi(text[m[2]:m[3]])
+	if err != nil || cpu >= MaxCPU {
+		r.notes = append(r.notes, text)
+		return
 	}
-	s, err := parse(b)
-	if err != nil {
-		return CPUSet{}, wrap(path, err)
+	key := text[:m[2]] + "N" + text[m[3]:]
+	if r.perCPU == nil {
+		r.perCPU = make(map[string]*cpuNote)
 	}
-	return s, nil
+	n, ok := r.perCPU[key]
+	if !ok {
+		n = &cpuNote{at: len(r.notes), text: key}
+		r.perCPU[key] = n
+		r.notes = append(r.notes, text)
+	}
+	n.cpus.Add(cpu)
 }
 
-// isListFile reports whether a sysfs file holds a list ("0-3,8") rather
-// than a mask ("0000010f"): *list files, online, possible, has_*.
-func isListFile(p string) bool {
-	base := path.Base(p)
-	return strings.HasSuffix(base, "list") || base == "online" || base == "possible" ||
-		base == "present" || strings.HasPrefix(base, "has_")
-}
-
-// maskOrList reads the first of the given files that exists, as a list or
-// a mask according to its name. found is false when none exists; a file
-// that exists but does not parse is an error.
-func (r *reader) maskOrList(paths ...string) (s CPUSet, found bool, err error) {
-	for _, p := range paths {
-		if isListFile(p) {
-			s, err = r.list(p)
-		} else {
-			s, err = r.mask(p)
-		}
-		if err == nil {
-			return s, true, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return CPUSet{}, false, err
+// finishNotes returns the notes, those about several CPUs' files merged.
+func (r *reader) finishNotes() []string {
+	for _, n := range r.perCPU {
+		if n.cpus.Len() > 1 {
+			r.notes[n.at] = fmt.Sprintf("CPUs %s: %s", n.cpus, n.text)
 		}
 	}
-	return CPUSet{}, false, nil
-}
-
-// integer reads a decimal file; ok is false when the file does not exist.
-func (r *reader) integer(path string) (n int, ok bool, err error) {
-	b, err := r.read(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	n, err = parseInt(b)
-	if err != nil {
-		return 0, false, wrap(path, err)
-	}
-	return n, true, nil
-}
-
-// numberedEntries lists the entries of dir named prefix<N>, sorted by N.
-func (r *reader) numberedEntries(dir, prefix string) ([]int, error) {
-	ents, err := fs.ReadDir(r.fsys, dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTopology, err)
-	}
-	var out []int
-	for _, e := range ents {
-		num, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || num == "" {
-			continue
-		}
-		n, err := strconv.Atoi(num)
-		if err != nil || n < 0 || n >= MaxCPU || strconv.Itoa(n) != num {
-			continue // cpufreq, cpuidle, ... or a name we do not know
-		}
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out, nil
+	return r.notes
 }
 
 // readMachine learns the architecture and the processor's identity from
-// proc/hwloc-nofile-info (captures only) and proc/cpuinfo.
+// proc/hwloc-nofile-info (captures only) and the first processor of
+// proc/cpuinfo.
 func (r *reader) readMachine(t *Topology) {
-	b, err := r.read("proc/hwloc-nofile-info")
-	if r.arch == "" && err == nil {
-		for line := range strings.SplitSeq(clean(b), "\n") {
+	if r.arch == "" {
+		r.optionalLines("proc/hwloc-nofile-info", func(line string) bool {
 			if v, ok := strings.CutPrefix(line, "Architecture: "); ok {
 				r.arch = strings.TrimSpace(v)
 			}
-		}
+			return true
+		})
 	}
 	r.x86 = r.arch == "x86_64" || r.arch == "k1om" || (len(r.arch) == 4 && r.arch[0] == 'i' && r.arch[2:] == "86")
 	t.Machine.Arch = r.arch
-	b, err = r.read("proc/cpuinfo")
-	if err != nil {
+	var info cpuInfo
+	if !r.optionalLines("proc/cpuinfo", info.add) {
 		return
 	}
-	info := parseCPUInfo(b)
 	t.Machine.Vendor, t.Machine.Model = info.vendor, info.model
 	t.Machine.Family, t.Machine.Number = info.family, info.number
 	if r.x86 {
@@ -235,28 +184,33 @@ type cpuInfo struct {
 func parseCPUInfo(b []byte) cpuInfo {
 	var ci cpuInfo
 	for line := range strings.SplitSeq(clean(b), "\n") {
-		key, val, ok := strings.Cut(line, ":")
-		if !ok {
-			if ci.vendor != "" || ci.model != "" {
-				if strings.TrimSpace(line) == "" {
-					break // end of the first processor
-				}
-			}
-			continue
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		switch key {
-		case "vendor_id", "vendor":
-			ci.vendor = val
-		case "model name", "Processor", "cpu":
-			if ci.model == "" {
-				ci.model = val
-			}
-		case "cpu family", "family":
-			ci.family, _ = strconv.Atoi(val)
-		case "model":
-			ci.number, _ = strconv.Atoi(val)
+		if !ci.add(line) {
+			break
 		}
 	}
 	return ci
+}
+
+// add takes the next line of /proc/cpuinfo; it returns false at the end
+// of the first processor's block.
+func (ci *cpuInfo) add(line string) bool {
+	key, val, ok := strings.Cut(line, ":")
+	if !ok {
+		// A blank line after the vendor or model ends the first processor.
+		return (ci.vendor == "" && ci.model == "") || strings.TrimSpace(line) != ""
+	}
+	key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+	switch key {
+	case "vendor_id", "vendor":
+		ci.vendor = val
+	case "model name", "Processor", "cpu":
+		if ci.model == "" {
+			ci.model = val
+		}
+	case "cpu family", "family":
+		ci.family, _ = strconv.Atoi(val)
+	case "model":
+		ci.number, _ = strconv.Atoi(val)
+	}
+	return true
 }

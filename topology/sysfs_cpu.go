@@ -2,11 +2,10 @@ package topology
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
-	"path"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -21,7 +20,8 @@ type rawCPU struct {
 }
 
 // readCPUs reads devices/system/cpu: which CPUs exist and are online, and
-// each online CPU's core, die, cluster, package and caches.
+// each online CPU's core, die, cluster, package and caches. Only a CPU
+// directory that cannot be listed, or holds no online CPU, is an error.
 func (r *reader) readCPUs(t *Topology) error {
 	ids, err := r.numberedEntries(cpuDir, "cpu")
 	if err != nil {
@@ -30,38 +30,24 @@ func (r *reader) readCPUs(t *Topology) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s has no cpuN directory", ErrTopology, cpuDir)
 	}
-	online, haveOnline, err := r.maskOrList(cpuDir + "/online")
-	if err != nil {
-		return err
-	}
-	if !haveOnline {
-		r.note("%s/online is missing: a CPU is online unless its cpuN/online says 0", cpuDir)
-	}
+	online, onlineText, haveOnline := r.readOnline()
 	var withTopology CPUSet
 	for _, id := range ids {
 		dir := fmt.Sprintf("%s/cpu%d", cpuDir, id)
-		if haveOnline {
-			if !online.Has(id) {
-				t.Offline.Add(id)
-				continue
-			}
-		} else {
-			v, ok, err := r.integer(dir + "/online")
-			if err != nil {
-				return err
-			}
-			if ok && v == 0 {
-				t.Offline.Add(id)
-				continue
-			}
+		if haveOnline && !online.Has(id) || !haveOnline && r.cpuOffline(dir+"/online") {
+			t.Offline.Add(id)
+			continue
 		}
 		t.Online.Add(id)
-		if r.exists(dir + "/topology") {
+		if r.present(dir + "/topology") {
 			withTopology.Add(id)
 		}
 	}
 	if t.Online.IsEmpty() {
-		return fmt.Errorf("%w: no online CPU among %s", ErrTopology, NewCPUSet(ids...))
+		if haveOnline {
+			return fmt.Errorf("%w: %s/online is %s: none of the CPUs with a cpuN directory (%s) is online", ErrTopology, cpuDir, quote(onlineText), NewCPUSet(ids...))
+		}
+		return fmt.Errorf("%w: %s/cpuN/online says 0 for every CPU with a cpuN directory (%s)", ErrTopology, cpuDir, NewCPUSet(ids...))
 	}
 	if missing := t.Online.AndNot(withTopology); !missing.IsEmpty() {
 		r.note("online CPUs %s have no topology directory: their core and package are unknown", missing)
@@ -69,67 +55,112 @@ func (r *reader) readCPUs(t *Topology) error {
 
 	raws := make([]rawCPU, 0, t.Online.Len())
 	for id := range t.Online.All() {
-		raw, err := r.readCPUTopology(id, withTopology)
-		if err != nil {
-			return err
-		}
-		raws = append(raws, raw)
+		raws = append(raws, r.readCPUTopology(id, withTopology))
 	}
 	r.buildCPUObjects(t, raws)
-	if err := r.readCaches(t, withTopology); err != nil {
-		return err
-	}
+	r.readCaches(t, withTopology)
 	return nil
 }
 
-func (r *reader) readCPUTopology(id int, cpuset CPUSet) (rawCPU, error) {
+// readOnline reads cpu/online. Like a missing file (old kernels), one that
+// is empty, unreadable or malformed leaves each CPU's own online file to
+// decide; hwloc would read an empty or malformed list as CPU 0 alone.
+func (r *reader) readOnline() (set CPUSet, text string, ok bool) {
+	p := cpuDir + "/online"
+	const instead = "a CPU is online unless its cpuN/online says 0"
+	b, found := r.optional(p)
+	if !found {
+		r.note("%s is missing or unreadable: %s", p, instead)
+		return CPUSet{}, "", false
+	}
+	text = clean(b)
+	set, err := ParseCPUList(b)
+	switch {
+	case err != nil:
+		r.note("%s: %v: %s", p, err, instead)
+		return CPUSet{}, text, false
+	case set.IsEmpty():
+		r.note("%s is %s: %s", p, quote(text), instead)
+		return CPUSet{}, text, false
+	}
+	return set, text, true
+}
+
+// cpuOffline reads a CPU's own online file, as hwloc does when there is no
+// cpu/online: only "0" means offline. A missing or empty file (old kernels
+// leave some so; cpu0 often has none) means online; so does any other
+// value, with a note (hwloc's atoi would take text for 0).
+func (r *reader) cpuOffline(p string) bool {
+	b, ok := r.optional(p)
+	if !ok {
+		return false
+	}
+	v := clean(b)
+	n, err := strconv.Atoi(v)
+	switch {
+	case v == "":
+		r.note("%s is empty: CPU taken as online", p)
+	case err != nil || n < 0:
+		r.note("%s is %s, not 0 or 1: CPU taken as online", p, quote(v))
+	}
+	return err == nil && n == 0
+}
+
+// topologyID reads one of a CPU's numbers (core_id, physical_package_id,
+// die_id, cluster_id): -1, unknown, when the file is missing, empty,
+// malformed or negative, as hwloc leaves the number unknown when it cannot
+// read it. Only quiet may be -1 without a note: the kernel's way of saying
+// that the level has no number (POWER packages, arm64 dies).
+func (r *reader) topologyID(p string, quiet bool) int {
+	b, ok := r.optional(p)
+	if !ok {
+		return -1
+	}
+	v := clean(b)
+	n, err := strconv.Atoi(v)
+	switch {
+	case v == "":
+		r.note("%s is empty: number unknown", p)
+	case err != nil || n > math.MaxInt32:
+		r.note("%s is %s, not a number: number unknown", p, quote(v))
+	case n == -1 && quiet:
+	case n < 0:
+		r.note("%s is %s, negative: number unknown", p, quote(v))
+	default:
+		return n
+	}
+	return -1
+}
+
+func (r *reader) readCPUTopology(id int, cpuset CPUSet) rawCPU {
 	raw := rawCPU{id: id, pkgID: -1, dieID: -1, coreID: -1, clusterID: -1, hasTopology: cpuset.Has(id)}
 	self := NewCPUSet(id)
 	raw.core, raw.pkg, raw.die, raw.cluster = self, self, self, self
 	if !raw.hasTopology {
-		return raw, nil
+		return raw
 	}
 	dir := fmt.Sprintf("%s/cpu%d/topology/", cpuDir, id)
-	ids := []struct {
-		name string
-		dst  *int
-	}{
-		{"physical_package_id", &raw.pkgID},
-		{"die_id", &raw.dieID},
-		{"core_id", &raw.coreID},
-		{"cluster_id", &raw.clusterID},
-	}
-	for _, f := range ids {
-		v, ok, err := r.integer(dir + f.name)
-		if err != nil {
-			return raw, err
-		}
-		if ok {
-			*f.dst = v
-		}
-	}
-	if raw.pkgID < 0 {
-		raw.pkgID = -1 // some kernels (POWER LPARs) say -1: no package number
-	}
+	raw.pkgID = r.topologyID(dir+"physical_package_id", true)
+	raw.dieID = r.topologyID(dir+"die_id", true)
+	raw.coreID = r.topologyID(dir+"core_id", false)
+	raw.clusterID = r.topologyID(dir+"cluster_id", true)
 	sets := []struct {
-		files []string
-		dst   *CPUSet
-		found *bool
+		files   []string
+		dst     *CPUSet
+		found   *bool
+		instead string
 	}{
-		{[]string{"core_cpus", "thread_siblings", "core_cpus_list", "thread_siblings_list"}, &raw.core, nil},
-		{[]string{"package_cpus", "core_siblings", "package_cpus_list", "core_siblings_list"}, &raw.pkg, &raw.hasPkgSet},
-		{[]string{"die_cpus", "die_cpus_list"}, &raw.die, &raw.hasDieSet},
-		{[]string{"cluster_cpus", "cluster_cpus_list"}, &raw.cluster, nil},
+		{[]string{"core_cpus", "thread_siblings", "core_cpus_list", "thread_siblings_list"}, &raw.core, nil, "the CPU is a core of its own"},
+		{[]string{"package_cpus", "core_siblings", "package_cpus_list", "core_siblings_list"}, &raw.pkg, &raw.hasPkgSet, "package by physical_package_id"},
+		{[]string{"die_cpus", "die_cpus_list"}, &raw.die, &raw.hasDieSet, "no die"},
+		{[]string{"cluster_cpus", "cluster_cpus_list"}, &raw.cluster, nil, "no cluster"},
 	}
 	for _, s := range sets {
 		names := make([]string, len(s.files))
 		for i, f := range s.files {
 			names[i] = dir + f
 		}
-		set, found, err := r.maskOrList(names...)
-		if err != nil {
-			return raw, err
-		}
+		set, found := r.firstCPUSet(s.instead, names...)
 		if s.found != nil {
 			*s.found = found
 		}
@@ -139,7 +170,7 @@ func (r *reader) readCPUTopology(id int, cpuset CPUSet) (rawCPU, error) {
 			*s.dst = set
 		}
 	}
-	return raw, nil
+	return raw
 }
 
 // buildCPUObjects turns the per-CPU sibling sets into cores, packages, dies
@@ -206,8 +237,12 @@ func (r *reader) buildCPUObjects(t *Topology, raws []rawCPU) {
 }
 
 // readCaches reads cpuN/cache/indexK for every CPU with topology. A cache
-// is reported once, by the first CPU of its shared_cpu_map.
-func (r *reader) readCaches(t *Topology, cpuset CPUSet) error {
+// is reported once, by the first CPU of its shared_cpu_map. A CPU whose
+// map is empty (IA-64 kernels leave some so) shares the cache with its
+// SMT siblings, as hwloc assumes, unless the maps of other CPUs already
+// put it in a cache of that level and type.
+func (r *reader) readCaches(t *Topology, cpuset CPUSet) {
+	var unmapped []Cache // caches of CPUs whose map is empty
 	for i := range t.CPUs {
 		c := &t.CPUs[i]
 		if !cpuset.Has(c.ID) {
@@ -215,20 +250,29 @@ func (r *reader) readCaches(t *Topology, cpuset CPUSet) error {
 		}
 		dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, c.ID)
 		idx, err := r.numberedEntries(dir, "index")
-		if errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			if !missing(err) {
+				r.note("%v: caches unknown", err)
+			}
 			continue
 		}
-		if err != nil {
-			return err
-		}
 		for _, k := range idx {
-			cache, ok, err := r.readCache(fmt.Sprintf("%s/index%d", dir, k), c, cpuset)
-			if err != nil {
-				return err
-			}
-			if ok && cache.CPUs.First() == c.ID {
+			cache, ok := r.readCache(fmt.Sprintf("%s/index%d", dir, k), cpuset)
+			switch {
+			case !ok:
+			case cache.CPUs.IsEmpty():
+				cache.CPUs = c.Siblings.And(cpuset)
+				unmapped = append(unmapped, cache)
+			case cache.CPUs.First() == c.ID:
 				t.Caches = append(t.Caches, cache)
 			}
+		}
+	}
+	for _, u := range unmapped {
+		if !slices.ContainsFunc(t.Caches, func(c Cache) bool {
+			return c.Level == u.Level && c.Type == u.Type && c.CPUs.Intersects(u.CPUs)
+		}) {
+			t.Caches = append(t.Caches, u)
 		}
 	}
 	slices.SortStableFunc(t.Caches, func(a, b Cache) int {
@@ -246,16 +290,22 @@ func (r *reader) readCaches(t *Topology, cpuset CPUSet) error {
 			}
 		}
 	}
-	return nil
 }
 
-func (r *reader) readCache(dir string, c *CPU, cpuset CPUSet) (Cache, bool, error) {
-	level, ok, err := r.integer(dir + "/level")
-	if err != nil || !ok {
-		return Cache{}, false, err
+// readCache reads one cache's files; ok is false when it is no cache
+// hwloc would report. An empty CPUs set means an empty shared_cpu_map.
+func (r *reader) readCache(dir string, cpuset CPUSet) (cache Cache, ok bool) {
+	b, ok := r.optional(dir + "/level")
+	if !ok {
+		return Cache{}, false
 	}
-	cache := Cache{Level: level, Type: "Unified"}
-	if b, err := r.read(dir + "/type"); err == nil {
+	level, err := strconv.Atoi(clean(b))
+	if err != nil || level < 0 {
+		r.note("%s/level is %s: cache ignored", dir, quote(clean(b)))
+		return Cache{}, false
+	}
+	cache = Cache{Level: level, Type: "Unified"}
+	if b, ok := r.optional(dir + "/type"); ok {
 		switch typ := clean(b); {
 		case strings.HasPrefix(typ, "Data"):
 			cache.Type = "Data"
@@ -264,33 +314,43 @@ func (r *reader) readCache(dir string, c *CPU, cpuset CPUSet) (Cache, bool, erro
 		}
 	}
 	if level < 1 || level > 5 || (cache.Type == "Instruction" && level > 3) {
-		return Cache{}, false, nil // hwloc has no object for such a cache
+		return Cache{}, false // hwloc has no object for such a cache
 	}
-	shared, found, err := r.maskOrList(dir+"/shared_cpu_map", dir+"/shared_cpu_list")
-	if err != nil {
-		return Cache{}, false, err
-	}
+	shared, found := r.firstCPUSet("cache ignored", dir+"/shared_cpu_map", dir+"/shared_cpu_list")
 	if !found {
-		return Cache{}, false, nil
+		return Cache{}, false
 	}
 	if shared.IsEmpty() {
-		shared = c.Siblings // some kernels leave the map of a private cache empty
+		r.note("%s/shared_cpu_map is empty: the cache is taken as shared by the SMT siblings, unless other CPUs list them in theirs", dir)
 	}
 	cache.CPUs = shared.And(cpuset)
-	if b, err := r.read(dir + "/size"); err == nil {
+	if !shared.IsEmpty() && cache.CPUs.IsEmpty() {
+		return Cache{}, false // the map names only CPUs without topology
+	}
+	if b, ok := r.optional(dir + "/size"); ok {
 		size, err := parseCacheSize(b)
-		if err != nil {
-			return Cache{}, false, wrap(path.Join(dir, "size"), err)
+		switch {
+		case clean(b) == "":
+			r.note("%s/size is empty: size unknown", dir)
+		case err != nil:
+			r.note("%s/size: %v: size unknown", dir, err)
+		default:
+			cache.SizeBytes = size
 		}
-		cache.SizeBytes = size
 	}
 	if cache.SizeBytes == 0 && level == 3 && r.knl {
-		return Cache{}, false, nil // Xeon Phi reports its MCDRAM cache mode as an empty L3
+		return Cache{}, false // Xeon Phi reports its MCDRAM cache mode as an empty L3
 	}
-	if line, ok, err := r.integer(dir + "/coherency_line_size"); err != nil {
-		return Cache{}, false, err
-	} else if ok {
-		cache.LineSize = line
+	if b, ok := r.optional(dir + "/coherency_line_size"); ok {
+		v := clean(b)
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "":
+		case err != nil || n < 0 || n > math.MaxInt32:
+			r.note("%s/coherency_line_size is %s: line size unknown", dir, quote(v))
+		default:
+			cache.LineSize = n
+		}
 	}
-	return cache, true, nil
+	return cache, true
 }

@@ -1,57 +1,45 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
+	"strings"
 )
 
 // readNodes reads devices/system/node: the nodes, their CPUs and memory,
 // the distance matrix and the locality of memory-only nodes. A kernel
 // without that directory gets one node 0 holding every online CPU and the
-// memory of /proc/meminfo.
-func (r *reader) readNodes(t *Topology) error {
-	if !r.exists(nodeDir) {
+// memory of /proc/meminfo; so does a node directory that cannot be read or
+// holds no node that can, as hwloc falls back to one node then.
+func (r *reader) readNodes(t *Topology) {
+	fi, err := r.stat(nodeDir)
+	switch {
+	case err != nil && missing(err):
 		r.note("%s is missing (kernel without NUMA): one node 0 with every CPU", nodeDir)
-		mem := int64(-1)
-		if b, err := r.read("proc/meminfo"); err == nil {
-			if v, ok, err := parseMemTotal(b); err != nil {
-				return wrap("proc/meminfo", err)
-			} else if ok {
-				mem = v
-			}
-		}
-		t.Nodes = []Node{{ID: 0, CPUs: t.Online, MemoryBytes: mem, HasCPUs: true, HasMemory: mem != 0, Allowed: true, Locality: t.Online}}
-		r.finishNodes(t)
-		return nil
+		r.singleNode(t)
+		return
+	case err != nil:
+		r.note("%v: one node 0 with every CPU", err)
+		r.singleNode(t)
+		return
+	case !fi.IsDir():
+		r.note("%s is not a directory: one node 0 with every CPU", nodeDir)
+		r.singleNode(t)
+		return
 	}
 	t.HasNodeDir = true
-	ids, found, err := r.maskOrList(nodeDir + "/online")
-	if err != nil {
-		return err
-	}
-	if !found {
-		list, err := r.numberedEntries(nodeDir, "node")
-		if err != nil {
-			return err
-		}
-		ids = NewCPUSet(list...)
-	}
-	hasMemory, haveHasMemory, err := r.maskOrList(nodeDir + "/has_memory")
-	if err != nil {
-		return err
-	}
+	ids, listedBy := r.listNodes()
+	hasMemory, haveHasMemory := r.firstCPUSet("memory from each node's meminfo", nodeDir+"/has_memory")
 	listed := ids.List() // every node the kernel lists, in order: the distance rows' columns
 	var claimed CPUSet
 	for _, id := range listed {
 		dir := fmt.Sprintf("%s/node%d", nodeDir, id)
-		cpus, found, err := r.maskOrList(dir+"/cpumap", dir+"/cpulist")
-		if err != nil {
-			return err
-		}
+		before := r.noted
+		cpus, found := r.firstCPUSet("node ignored", dir+"/cpumap", dir+"/cpulist")
 		if !found {
-			r.note("node %d has neither cpumap nor cpulist: node ignored", id)
+			if r.noted == before {
+				r.note("node %d has neither cpumap nor cpulist: node ignored", id)
+			}
 			continue
 		}
 		if cpus.Intersects(claimed) {
@@ -59,18 +47,7 @@ func (r *reader) readNodes(t *Topology) error {
 			continue
 		}
 		claimed = claimed.Or(cpus)
-		n := Node{ID: id, CPUs: cpus.And(t.Online), HasCPUs: !cpus.IsEmpty(), MemoryBytes: -1, Allowed: true}
-		if b, err := r.read(dir + "/meminfo"); err == nil {
-			v, ok, err := parseMemTotal(b)
-			if err != nil {
-				return wrap(dir+"/meminfo", err)
-			}
-			if ok {
-				n.MemoryBytes = v
-			}
-		} else {
-			r.note("node %d has no meminfo: memory size unknown", id)
-		}
+		n := Node{ID: id, CPUs: cpus.And(t.Online), HasCPUs: !cpus.IsEmpty(), MemoryBytes: r.nodeMemory(dir+"/meminfo", id), Allowed: true}
 		if haveHasMemory {
 			n.HasMemory = hasMemory.Has(id)
 		} else {
@@ -79,54 +56,121 @@ func (r *reader) readNodes(t *Topology) error {
 		t.Nodes = append(t.Nodes, n)
 	}
 	if len(t.Nodes) == 0 {
-		return fmt.Errorf("%w: %s lists nodes %s but none could be read", ErrTopology, nodeDir, ids)
+		r.note("%s lists nodes %s (%s) but none could be read: one node 0 with every CPU", nodeDir, ids, listedBy)
+		r.singleNode(t)
+		return
 	}
-	if err := r.readDistances(t, listed); err != nil {
-		return err
-	}
-	if err := r.readLocality(t); err != nil {
-		return err
-	}
+	r.readDistances(t, listed)
+	r.readLocality(t)
 	r.finishNodes(t)
-	return nil
+}
+
+// listNodes returns the nodes node/online lists, or when that file is
+// missing, empty, unreadable or malformed those that have a nodeN
+// directory; by says which.
+func (r *reader) listNodes() (ids CPUSet, by string) {
+	p := nodeDir + "/online"
+	const instead = "nodes taken from the nodeN directories"
+	if b, ok := r.optional(p); ok {
+		set, err := ParseCPUList(b)
+		switch {
+		case err != nil:
+			r.note("%s: %v: %s", p, err, instead)
+		case set.IsEmpty():
+			r.note("%s is %s: %s", p, quote(clean(b)), instead)
+		default:
+			return set, "online is " + quote(clean(b))
+		}
+	}
+	list, err := r.numberedEntries(nodeDir, "node")
+	if err != nil {
+		r.note("%v: no node listed", err)
+	}
+	return NewCPUSet(list...), "from the nodeN directories"
+}
+
+// nodeMemory reads MemTotal from a node's meminfo (or /proc/meminfo), -1
+// when it is missing or cannot be read.
+func (r *reader) nodeMemory(p string, node int) int64 {
+	var b []byte
+	ok := false
+	if strings.HasPrefix(p, "proc/") {
+		ok = r.optionalLines(p, func(line string) bool {
+			if strings.Contains(line, "MemTotal:") {
+				b = []byte(line)
+				return false
+			}
+			return true
+		})
+	} else {
+		b, ok = r.optional(p)
+	}
+	if !ok {
+		if node >= 0 {
+			r.note("node %d has no meminfo: memory size unknown", node)
+		}
+		return -1
+	}
+	v, found, err := parseMemTotal(b)
+	switch {
+	case err != nil:
+		r.note("%s: %v: memory size unknown", p, err)
+	case !found:
+		r.note("%s has no MemTotal line: memory size unknown", p)
+	default:
+		return v
+	}
+	return -1
+}
+
+// singleNode makes one node 0 of every online CPU and the memory of
+// /proc/meminfo, as hwloc does without usable NUMA information.
+func (r *reader) singleNode(t *Topology) {
+	mem := r.nodeMemory("proc/meminfo", -1)
+	t.Nodes = []Node{{ID: 0, CPUs: t.Online, MemoryBytes: mem, HasCPUs: true, HasMemory: mem != 0, Allowed: true, Locality: t.Online}}
+	t.Distances = nil
+	r.finishNodes(t)
 }
 
 // readDistances builds the matrix from each node's distance file. Like
 // hwloc, it keeps no matrix when there is one node only or when any file is
-// missing or does not hold exactly one entry per listed node.
-func (r *reader) readDistances(t *Topology, listed []int) error {
+// missing, unreadable or malformed (an empty, negative or non-numeric
+// entry); it also keeps none when a file does not hold exactly one entry
+// per listed node, where hwloc would take the first ones of a longer row.
+func (r *reader) readDistances(t *Topology, listed []int) {
 	if len(listed) < 2 || len(t.Nodes) != len(listed) {
-		return nil
+		return
 	}
 	d := &Distances{Nodes: listed, Matrix: make([][]int, len(listed))}
 	for i, id := range listed {
 		p := fmt.Sprintf("%s/node%d/distance", nodeDir, id)
 		b, err := r.read(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			r.note("node %d has no distance file: no distance matrix", id)
-			return nil
-		}
 		if err != nil {
-			return err
+			if missing(err) {
+				r.note("node %d has no distance file: no distance matrix", id)
+			} else {
+				r.note("%v: no distance matrix", err)
+			}
+			return
 		}
 		row, err := parseDistances(b)
 		if err != nil {
-			return wrap(p, err)
+			r.note("%s: %v: no distance matrix", p, err)
+			return
 		}
 		if len(row) != len(listed) {
 			r.note("%s has %d entries for %d nodes: no distance matrix", p, len(row), len(listed))
-			return nil
+			return
 		}
 		d.Matrix[i] = row
 	}
 	t.Distances = d
-	return nil
 }
 
 // readLocality sets each node's Locality: its CPUs, or for a memory-only
 // node the CPUs of its HMAT initiators (access0/initiators/nodeM), or else
 // those of the node(s) at the unique smallest distance, as hwloc does.
-func (r *reader) readLocality(t *Topology) error {
+func (r *reader) readLocality(t *Topology) {
 	for i := range t.Nodes {
 		if t.Nodes[i].HasCPUs {
 			t.Nodes[i].Locality = t.Nodes[i].CPUs
@@ -137,10 +181,7 @@ func (r *reader) readLocality(t *Topology) error {
 		if n.HasCPUs {
 			continue
 		}
-		initiators, err := r.initiators(n.ID)
-		if err != nil {
-			return err
-		}
+		initiators := r.initiators(n.ID)
 		for _, m := range initiators {
 			if o, ok := t.Node(m); ok {
 				n.Locality = n.Locality.Or(o.Locality)
@@ -151,15 +192,17 @@ func (r *reader) readLocality(t *Topology) error {
 		}
 		n.Locality = nearestLocality(t, i)
 	}
-	return nil
 }
 
 // initiators lists the nodes named in nodeN/access0/initiators.
-func (r *reader) initiators(node int) ([]int, error) {
+func (r *reader) initiators(node int) []int {
 	dir := fmt.Sprintf("%s/node%d/access0/initiators", nodeDir, node)
 	list, err := r.numberedEntries(dir, "node")
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	if err != nil {
+		if !missing(err) {
+			r.note("%v: locality from distances", err)
+		}
+		return nil
 	}
 	var out []int
 	for _, m := range list {
@@ -167,7 +210,7 @@ func (r *reader) initiators(node int) ([]int, error) {
 			out = append(out, m)
 		}
 	}
-	return out, err
+	return out
 }
 
 // nearestLocality returns the union of the CPUs of the nodes at the
