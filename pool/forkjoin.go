@@ -51,20 +51,24 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	if a == nil || b == nil {
 		panic("pool: Join of a nil function")
 	}
-	w.owner.checkSampled("Join")
+	w.owner.check("Join")
 	if w.joinSlot.Load() != nil {
 		return errors.Join(catch(w, a), catch(w, b))
 	}
 	jt := &joinTask{task: task{home: -1}}
-	jt.join = &jt.js
+	jt.job = &jt.js
 	jt.js.b = b
 	w.c.Spawned++
 	w.joinSlot.Store(jt)
 	w.pool.idle.notify(w.group.index)
 	errA := catch(w, a)
 	if w.joinSlot.CompareAndSwap(jt, nil) {
-		w.c.TasksRun++ // nobody took b: run it here
-		jt.js.run(w)
+		if w.pool.state.Load() == aborting {
+			w.pool.drop(&jt.task) // b never started: Shutdown gave up
+		} else {
+			w.c.TasksRun++ // nobody took b: run it here
+			jt.js.run(w)
+		}
 	} else {
 		w.helpUntil(jt.js.done.Load) // a thief runs b: help until it is done
 	}
@@ -77,7 +81,9 @@ type joinTask struct {
 	js joinState
 }
 
-// joinState is the b side of a Join: the function, and its outcome.
+// joinState is the b side of a Join: the function, and its outcome. It
+// is the job of the Join's task: a thief that takes it runs b, and a
+// panic goes back to the joiner as an error.
 type joinState struct {
 	b    func(*Worker)
 	done atomic.Bool
@@ -90,13 +96,29 @@ func (js *joinState) run(w *Worker) {
 	js.done.Store(true) // publishes js.err
 }
 
+func (js *joinState) drop(cause error) {
+	js.err = cause
+	js.done.Store(true) // publishes js.err
+}
+
 // helpUntil runs other tasks until done reports true, so that a worker
 // waiting for work it handed out is never blocked while runnable work
-// exists: its usual order, then stealing. With nothing to run anywhere it backs off: spinning, then
-// yielding, then short sleeps, and looks again.
+// exists: its usual order, then stealing. With nothing to run anywhere
+// it backs off: spinning, then yielding, then short sleeps, and looks
+// again. Once a Shutdown gives up it runs nothing more: it drops its own
+// queue and the shards, so what it waits for is either running on some
+// worker or dropped (see lifecycle.go).
 func (w *Worker) helpUntil(done func() bool) {
 	idle := 0
 	for !done() {
+		if w.pool.state.Load() == aborting {
+			w.endSearch()
+			w.dropLocal()
+			w.pool.dropShards()
+			idle = max(idle, 32)
+			backOff(&idle)
+			continue
+		}
 		t := w.next()
 		if t == nil {
 			t = w.search()
@@ -107,16 +129,22 @@ func (w *Worker) helpUntil(done func() bool) {
 			continue
 		}
 		w.endSearch()
-		idle++
-		switch {
-		case idle < 16:
-		case idle < 32:
-			runtime.Gosched()
-		default:
-			time.Sleep(time.Duration(min(idle-31, 50)) * 2 * time.Microsecond)
-		}
+		backOff(&idle)
 	}
 	w.endSearch()
+}
+
+// backOff waits a little longer each time it is called in a row: spins,
+// then yields, then sleeps of up to 100 µs.
+func backOff(idle *int) {
+	*idle++
+	switch {
+	case *idle < 16:
+	case *idle < 32:
+		runtime.Gosched()
+	default:
+		time.Sleep(time.Duration(min(*idle-31, 50)) * 2 * time.Microsecond)
+	}
 }
 
 // endSearch leaves the searching state without having found work.

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -10,16 +11,23 @@ import (
 // Group runs related tasks and waits for them, like errgroup: Go starts a
 // task, Wait waits for all of them and returns the first error; the first
 // error (or panic, returned as a *PanicError) cancels the group's
-// context. A Group from Pool.Group is used from outside the pool: Go
-// submits to the pool and Wait blocks. A Group from Worker.Group is used
-// inside a task: Go pushes to the worker's own queue (stealable by idle
-// workers of its node) and Wait runs other tasks until the group is done;
-// its Go and Wait must be called from that task. Do not Wait on a
-// Pool.Group from inside a task: it would block the worker (use
-// Worker.Group).
+// context.
+//
+// Go and Wait may be called from any goroutine, and they do what fits
+// the caller: from one of the pool's tasks, Go pushes to the calling
+// worker's own queue (where idle workers of its node steal from) and Wait
+// runs other tasks until the group is done; from outside the pool, Go
+// submits to the pool and Wait blocks. A Group from Pool.Group and one
+// from Worker.Group differ only in that Worker.Group must be called from
+// a task on w.
+//
+// Tasks that outside code starts run roughly in the order of the calls;
+// tasks started from inside a task go to the back of the calling worker's
+// queue, which the worker runs in order and thieves take from the front.
+// If Shutdown gives up before a task started, the task is dropped and
+// Wait returns an error wrapping ErrAbandoned.
 type Group struct {
 	pool    *Pool
-	w       *Worker // nil for a Pool.Group
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	pending atomic.Int64
@@ -29,27 +37,25 @@ type Group struct {
 	sem     chan struct{}
 }
 
-// Group returns a group for use from outside the pool; its context is
-// derived from ctx and cancelled by the first error. Its Wait panics when
-// called from one of the pool's tasks, which must use Worker.Group: a
-// worker blocked in Wait runs nothing, and a pool whose workers all wait
-// would stop.
+// Group returns a group whose context is derived from ctx and cancelled
+// by the first error.
 func (p *Pool) Group(ctx context.Context) *Group {
-	return newGroup(p, nil, ctx)
+	return newGroup(p, ctx)
 }
 
-// Group returns a group for use inside the task running on w.
+// Group returns a group for use inside the task running on w (and
+// anywhere else: see Group).
 func (w *Worker) Group(ctx context.Context) *Group {
 	w.owner.check("Group")
-	return newGroup(w.pool, w, ctx)
+	return newGroup(w.pool, ctx)
 }
 
-func newGroup(p *Pool, w *Worker, ctx context.Context) *Group {
+func newGroup(p *Pool, ctx context.Context) *Group {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	gctx, cancel := context.WithCancelCause(ctx)
-	return &Group{pool: p, w: w, ctx: gctx, cancel: cancel}
+	return &Group{pool: p, ctx: gctx, cancel: cancel}
 }
 
 // Context returns the group's context, cancelled by the first error or
@@ -58,8 +64,12 @@ func (g *Group) Context() context.Context { return g.ctx }
 
 // SetLimit lets at most n of the group's tasks be queued or running at
 // once; Go then waits for room (inside a task it runs other tasks while
-// it waits). n < 1 removes the limit. Call it before Go.
+// it waits). n < 1 removes the limit. Call it before Go: with tasks of
+// the group active it panics, as errgroup does.
 func (g *Group) SetLimit(n int) {
+	if active := g.pending.Load(); active != 0 {
+		panic(fmt.Sprintf("pool: Group.SetLimit while %d of the group's tasks are still active", active))
+	}
 	if n < 1 {
 		g.sem = nil
 		return
@@ -72,13 +82,13 @@ func (g *Group) Go(fn func(w *Worker) error) {
 	if fn == nil {
 		panic("pool: Group.Go of a nil function")
 	}
+	w := g.pool.workerOf()
 	if g.sem != nil {
 		select {
 		case g.sem <- struct{}{}:
 		default:
-			if g.w != nil {
-				g.w.owner.check("Group.Go")
-				g.w.helpUntil(func() bool {
+			if w != nil {
+				w.helpUntil(func() bool {
 					select {
 					case g.sem <- struct{}{}:
 						return true
@@ -91,12 +101,15 @@ func (g *Group) Go(fn func(w *Worker) error) {
 			}
 		}
 	}
-	g.start(fn)
+	g.start(w, fn)
 }
 
 // TryGo runs fn in the group unless the limit is reached; it reports
 // whether it did.
 func (g *Group) TryGo(fn func(w *Worker) error) bool {
+	if fn == nil {
+		panic("pool: Group.TryGo of a nil function")
+	}
 	if g.sem != nil {
 		select {
 		case g.sem <- struct{}{}:
@@ -104,33 +117,51 @@ func (g *Group) TryGo(fn func(w *Worker) error) bool {
 			return false
 		}
 	}
-	g.start(fn)
+	g.start(g.pool.workerOf(), fn)
 	return true
 }
 
-func (g *Group) start(fn func(w *Worker) error) {
+// groupTask is one task of a Group, in one allocation with its task.
+type groupTask struct {
+	task
+	g  *Group
+	fn func(*Worker) error
+}
+
+func (gt *groupTask) run(w *Worker) {
+	var err error
+	if perr := catch(w, func(w *Worker) { err = gt.fn(w) }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		gt.g.fail(err)
+	}
+	gt.g.finish()
+}
+
+func (gt *groupTask) drop(cause error) {
+	gt.g.fail(cause)
+	gt.g.finish()
+}
+
+// start queues fn: on w, the calling worker, or from outside the pool.
+func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	g.pending.Add(1)
 	g.wg.Add(1)
-	run := func(w *Worker) {
-		var err error
-		if perr := catch(w, func(w *Worker) { err = fn(w) }); perr != nil {
-			err = perr
-		}
-		if err != nil {
-			g.fail(err)
-		}
-		g.finish()
-	}
-	if g.w != nil {
-		g.w.owner.check("Group.Go")
-		g.w.c.Spawned++
-		g.w.push(&task{fn: run, home: -1})
-		g.pool.idle.notify(g.w.group.index)
+	gt := &groupTask{task: task{home: -1}, g: g, fn: fn}
+	gt.job = gt
+	if w != nil {
+		w.c.Spawned++
+		w.push(&gt.task)
+		g.pool.idle.notify(w.group.index)
 		return
 	}
-	if err := g.pool.Submit(run); err != nil {
-		g.fail(err)
-		g.finish()
+	if g.pool.state.Load() != running {
+		gt.drop(ErrClosed)
+		return
+	}
+	if err := g.pool.push(context.Background(), g.pool.nextGroup(), &gt.task, true); err != nil {
+		gt.drop(err)
 	}
 }
 
@@ -150,12 +181,10 @@ func (g *Group) fail(err error) {
 }
 
 // Wait waits for every task started with Go and returns the first error.
+// From one of the pool's tasks it runs other tasks while it waits.
 func (g *Group) Wait() error {
-	if g.w != nil {
-		g.w.owner.check("Group.Wait")
-		g.w.helpUntil(func() bool { return g.pending.Load() == 0 })
-	} else if g.pool.onWorker() {
-		panic("pool: Wait on a Pool.Group from inside a task would block the worker; use Worker.Group")
+	if w := g.pool.workerOf(); w != nil {
+		w.helpUntil(func() bool { return g.pending.Load() == 0 })
 	}
 	g.wg.Wait()
 	g.cancel(errGroupDone)

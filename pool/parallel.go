@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +72,7 @@ func (p *Pool) Split(n int) []NodeBlock {
 const crossNodeAfter = 2 * time.Millisecond
 
 type forState struct {
+	pool      *Pool
 	body      func(w *Worker, lo, hi int)
 	grain     int
 	ctx       context.Context
@@ -94,13 +94,38 @@ func (s *forState) finish(k int) {
 	}
 }
 
-// block returns the task that runs [lo, hi), a piece of node group
-// home's block, by lazy binary splitting: it runs body on grain-sized
-// pieces from the front, and whenever its worker's queue is empty (the
-// half it offered last was taken, or none was offered yet) it offers the
-// upper half of what is left to thieves. A loop nobody steals from thus
-// runs as a few large sequential sweeps, and the imbalance at the end is
-// at most one piece.
+// piece is the part [lo, hi) of node group node's block of a loop, as a
+// task.
+type piece struct {
+	task
+	s       *forState
+	lo, hi  int
+	node    int       // the group whose block it is part of
+	offered time.Time // when it was offered to thieves
+}
+
+// piece returns the task for [lo, hi) of group node's block; pinned keeps
+// it on the node.
+func (s *forState) piece(lo, hi, node int, offered time.Time, pinned bool) *task {
+	pc := &piece{task: task{home: -1}, s: s, lo: lo, hi: hi, node: node, offered: offered}
+	if pinned {
+		pc.home = int32(node)
+	}
+	pc.job = pc
+	return &pc.task
+}
+
+func (pc *piece) drop(cause error) {
+	pc.s.fail(cause)
+	pc.s.finish(pc.hi - pc.lo)
+}
+
+// run runs the piece by lazy binary splitting: it runs body on
+// grain-sized parts from the front, and whenever its worker's queue is
+// empty (the half it offered last was taken, or none was offered yet) it
+// offers the upper half of what is left to thieves. A loop nobody steals
+// from thus runs as a few large sequential sweeps, and the imbalance at
+// the end is at most one part.
 //
 // A worker of another node that stole the piece (its own node ran dry)
 // sends it home if it was offered less than crossNodeAfter ago (its node
@@ -108,54 +133,55 @@ func (s *forState) finish(k int) {
 // and sends the rest home: helping across nodes moves little data, only
 // when a node lags, and the blocks stay with the node that first touched
 // them.
-func (s *forState) block(lo, hi, home int, offered time.Time) func(*Worker) {
-	return func(w *Worker) {
-		if w.group.index != home && !s.stopped() {
-			g := w.pool.groups[home]
-			if w.pool.cfg.strictLoops {
-				// Every piece stays on its node: pinned, no one else takes it.
-				g.pinned.Requeue(&task{fn: s.block(lo, hi, home, offered), home: int32(home)})
-				w.c.SentHome++
-				w.leaveRemote(home, time.Now().Add(crossNodeAfter))
-				w.pool.idle.notify(home)
-				return
-			}
-			if since := time.Since(offered); since < crossNodeAfter {
-				// Fresh work of a busy node: leave it to that node, and
-				// leave the node alone until the piece may be helped with.
-				g.inject.Requeue(&task{fn: s.block(lo, hi, home, offered), home: -1})
-				w.c.SentHome++
-				w.leaveRemote(home, time.Now().Add(crossNodeAfter-since))
-				w.pool.idle.notify(home)
-				return
-			}
-			if hi-lo > s.grain {
-				g.inject.Requeue(&task{fn: s.block(lo, hi-s.grain, home, offered), home: -1})
-				w.pool.idle.notify(home)
-				lo = hi - s.grain
-			}
+func (pc *piece) run(w *Worker) {
+	s, lo, hi, home := pc.s, pc.lo, pc.hi, pc.node
+	if w.group.index != home && !s.stopped() {
+		g := w.pool.groups[home]
+		if w.pool.cfg.strictLoops {
+			// Every piece stays on its node: pinned, no one else takes it.
+			g.pinned.Requeue(s.piece(lo, hi, home, pc.offered, true))
+			w.c.SentHome++
+			w.leaveRemote(home, time.Now().Add(crossNodeAfter))
+			w.pool.idle.notify(home)
+			return
 		}
-		for lo < hi && !s.stopped() {
-			if hi-lo > 2*s.grain && w.local.IsEmpty() {
-				mid := lo + (hi-lo)/2
-				w.push(&task{fn: s.block(mid, hi, home, time.Now()), home: -1})
-				w.pool.idle.notify(w.group.index)
-				hi = mid
-				continue
-			}
-			end := min(lo+s.grain, hi)
-			if err := catch(w, func(w *Worker) { s.body(w, lo, end) }); err != nil {
-				s.fail(err)
-			}
-			s.finish(end - lo)
-			lo = end
+		if since := time.Since(pc.offered); since < crossNodeAfter {
+			// Fresh work of a busy node: leave it to that node, and
+			// leave the node alone until the piece may be helped with.
+			g.inject.Requeue(s.piece(lo, hi, home, pc.offered, false))
+			w.c.SentHome++
+			w.leaveRemote(home, time.Now().Add(crossNodeAfter-since))
+			w.pool.idle.notify(home)
+			return
 		}
-		if lo < hi {
-			s.finish(hi - lo) // stopped: the rest is given up
+		if hi-lo > s.grain {
+			g.inject.Requeue(s.piece(lo, hi-s.grain, home, pc.offered, false))
+			w.pool.idle.notify(home)
+			lo = hi - s.grain
 		}
+	}
+	for lo < hi && !s.stopped() {
+		if hi-lo > 2*s.grain && w.local.IsEmpty() {
+			mid := lo + (hi-lo)/2
+			w.push(s.piece(mid, hi, home, time.Now(), false))
+			w.pool.idle.notify(w.group.index)
+			hi = mid
+			continue
+		}
+		end := min(lo+s.grain, hi)
+		if err := catch(w, func(w *Worker) { s.body(w, lo, end) }); err != nil {
+			s.fail(err)
+		}
+		s.finish(end - lo)
+		lo = end
+	}
+	if lo < hi {
+		s.finish(hi - lo) // stopped: the rest is given up
 	}
 }
 
+// stopped reports whether the loop hands out no more parts: it failed,
+// its ctx is done, or a Shutdown gave up.
 func (s *forState) stopped() bool {
 	if s.stop.Load() {
 		return true
@@ -164,12 +190,16 @@ func (s *forState) stopped() bool {
 		s.fail(err)
 		return true
 	}
+	if s.pool.state.Load() == aborting {
+		s.fail(s.pool.cause)
+		return true
+	}
 	return false
 }
 
 func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int)) error {
 	if body == nil {
-		return errors.New("pool: ParallelFor with a nil body")
+		panic("pool: ParallelFor with a nil body")
 	}
 	if n <= 0 {
 		return nil
@@ -180,7 +210,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 	if grain <= 0 {
 		grain = max(1, n/(64*len(p.workers)))
 	}
-	s := &forState{body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
+	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
 	s.remaining.Store(int64(n))
 	for i, b := range p.Split(n) {
 		if b.Hi == b.Lo {
@@ -189,7 +219,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 		g := p.groups[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		t := &task{fn: s.block(b.Lo, b.Hi, g.index, time.Now()), home: int32(g.index)}
+		t := s.piece(b.Lo, b.Hi, g.index, time.Now(), true)
 		if w != nil {
 			g.pinned.Requeue(t) // inside a task: the pool is running this work already
 		} else if err := g.pinned.Push(t); err != nil {

@@ -23,19 +23,11 @@ var (
 	// own tasks, which cannot wait for the pool to drain (it would wait
 	// for itself). Intake is closed and the pool drains on its own; call
 	// Close from outside to wait for it.
-	ErrInsideTask = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
+	// ErrUnknownNode: a node ID the pool has no worker group for
+	// (SubmitTo, SubmitToStrict); the error names the node.
+	ErrUnknownNode = errors.New("pool: no worker group for node")
+	ErrInsideTask  = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
 )
-
-// task is one unit of work. home >= 0 keeps it inside that node group
-// (SubmitToStrict): it is queued in the group's pinned shard, which only
-// the group's workers read, and a worker of another node that gets it
-// anyway (a loop piece) sends it home.
-type task struct {
-	fn   func(*Worker)
-	home int32      // node group index, or -1
-	slot *group     // the group whose bound this task holds a place in, until started
-	join *joinState // the b side of a Join taken from a join slot
-}
 
 // group is the worker group of one NUMA node.
 type group struct {
@@ -65,24 +57,22 @@ type Pool struct {
 	workers  []*Worker
 	layout   *steal.Layout
 	idle     idle
-	order    []int // Submit's round robin over groups, weighted by size
+	byG      map[uintptr]*Worker // the workers by their goroutine (owner.go); read-only once started
+	order    []int               // Submit's round robin over groups, weighted by size
 	rr       atomic.Uint64
 	degraded []string
 
-	state     atomic.Int32 // running, closing, aborting
+	// The life cycle (lifecycle.go).
+	state     atomic.Int32 // running, closing, drained, aborting
 	closeOnce sync.Once
-	drainOnce sync.Once
-	drained   chan struct{} // closed when every queue is empty and every worker idle
-	exited    sync.WaitGroup
+	abortOnce sync.Once
+	cause     error         // why work is dropped; set before aborting is stored
+	intake    chan struct{} // closed when intake closes
+	live      atomic.Int32  // workers not yet ended
+	done      chan struct{} // closed by the last worker to end
 	abandoned atomic.Int64
 	claim     *claim // the CPUs the workers are placed on, given back when they end
 }
-
-const (
-	running int32 = iota
-	closing
-	aborting
-)
 
 // New starts a pool. Without options it discovers this machine, makes one
 // worker group per NUMA node that has CPUs this process may use, starts
@@ -103,7 +93,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, drained: make(chan struct{}), claim: pl.claim}
+	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim,
+		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
 		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), pinned: queue.NewInjectShard[*task](0), dist: gp.distRow}
@@ -130,8 +121,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 
 	// Start the workers; each reports whether its placement held.
 	errs := make(chan error, len(p.workers))
+	p.live.Store(int32(len(p.workers)))
 	for _, w := range p.workers {
-		p.exited.Add(1)
 		go w.main(errs)
 	}
 	var failed []error
@@ -139,6 +130,10 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		if err := <-errs; err != nil {
 			failed = append(failed, err)
 		}
+	}
+	p.byG = make(map[uintptr]*Worker, len(p.workers))
+	for _, w := range p.workers {
+		p.byG[w.owner.g] = w // each set it before it reported
 	}
 	if len(failed) > 0 {
 		if cfg.strict {
@@ -242,7 +237,7 @@ func (p *Pool) groupOf(node int) (*group, error) {
 			return g, nil
 		}
 	}
-	return nil, fmt.Errorf("pool: no worker group for node %d (nodes: %v)", node, p.Nodes())
+	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.Nodes())
 }
 
 func (p *Pool) nextGroup() *group {
@@ -254,12 +249,18 @@ func (p *Pool) nextGroup() *group {
 
 func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
 	if fn == nil {
-		return errors.New("pool: nil task function")
+		panic("pool: Submit of a nil function")
 	}
 	if p.state.Load() != running {
-		return ErrClosed
+		return ErrClosed // a fast path: the shard's Push decides
 	}
-	t := &task{fn: fn, home: home}
+	return p.push(ctx, g, &task{job: fnJob(fn), home: home}, wait)
+}
+
+// push queues t, accepted from outside the pool or from a task, in g's
+// shard: it takes a place under the bound first (waiting for one if
+// wait), and fails with ErrClosed once intake has closed.
+func (p *Pool) push(ctx context.Context, g *group, t *task, wait bool) error {
 	if g.slots != nil {
 		select {
 		case g.slots <- struct{}{}:
@@ -271,7 +272,7 @@ func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int3
 			case g.slots <- struct{}{}:
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-p.drained:
+			case <-p.intake:
 				return ErrClosed
 			}
 		}
@@ -295,94 +296,6 @@ func (g *group) shardFor(t *task) *queue.InjectShard[*task] {
 
 // queued is the number of tasks in g's shards.
 func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
-
-// release gives back the task's place under its group's bound, once.
-func (t *task) release() {
-	if t.slot != nil {
-		<-t.slot.slots
-		t.slot = nil
-	}
-}
-
-// Close stops intake (Submit returns ErrClosed), runs every task already
-// queued and every task those spawn, then stops the workers; their
-// threads exit with them. It returns when they have. Close is
-// idempotent.
-func (p *Pool) Close() error {
-	_, err := p.Shutdown(context.Background())
-	return err
-}
-
-// Shutdown is Close that gives up at ctx's deadline: queued tasks not yet
-// started are then dropped and counted, tasks already running finish,
-// and Shutdown returns how many tasks were abandoned with ctx.Err().
-// Called from one of the pool's tasks, Close and Shutdown close intake
-// and return ErrInsideTask at once instead of waiting for themselves.
-func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
-	p.closeOnce.Do(func() {
-		p.state.CompareAndSwap(running, closing)
-		for _, g := range p.groups {
-			g.inject.Close()
-			g.pinned.Close()
-		}
-		p.idle.wakeAll()
-	})
-	if p.onWorker() {
-		return 0, ErrInsideTask
-	}
-	select {
-	case <-p.drained:
-	case <-ctx.Done():
-		p.state.Store(aborting)
-		p.idle.wakeAll()
-		err = ctx.Err()
-	}
-	p.exited.Wait()
-	p.claim.release()
-	if err != nil {
-		n := p.dropQueued()
-		p.abandoned.Add(int64(n))
-	}
-	return int(p.abandoned.Load()), err
-}
-
-// stop ends the workers at once (New failing under WithStrict).
-func (p *Pool) stop() {
-	p.state.Store(aborting)
-	p.idle.wakeAll()
-	p.exited.Wait()
-	p.claim.release()
-}
-
-// dropQueued empties every queue after the workers have stopped and
-// returns how many tasks it dropped.
-func (p *Pool) dropQueued() int {
-	n := 0
-	for _, w := range p.workers {
-		if t := w.lifo.Swap(nil); t != nil {
-			n++
-		}
-		for {
-			if _, ok := w.local.Pop(); !ok {
-				break
-			}
-			n++
-		}
-	}
-	for _, g := range p.groups {
-		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
-			for {
-				t, ok := q.Pop()
-				if !ok {
-					break
-				}
-				t.release()
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // wakeForPending is what the last searcher does before it sleeps: it
 // re-checks every queue, LIFO slot and join slot, and wakes a worker for

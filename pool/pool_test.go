@@ -401,14 +401,51 @@ func TestPanicWithoutHandlerCrashes(t *testing.T) {
 	}
 }
 
-func TestSubmitErrors(t *testing.T) {
+// One error policy: a nil function is misuse and panics with a message
+// naming the call, from outside the pool and inside a task alike; an
+// unknown node is an error for errors.Is that names the node.
+func TestErrorPolicy(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	defer p.Close()
-	if err := p.Submit(nil); err == nil {
-		t.Error("Submit(nil) accepted")
+	ctx := context.Background()
+	outside := map[string]func(){
+		"Submit":         func() { _ = p.Submit(nil) },
+		"TrySubmit":      func() { _ = p.TrySubmit(nil) },
+		"SubmitCtx":      func() { _ = p.SubmitCtx(ctx, nil) },
+		"SubmitTo":       func() { _ = p.SubmitTo(p.Nodes()[0], nil) },
+		"SubmitToStrict": func() { _ = p.SubmitToStrict(p.Nodes()[0], nil) },
+		"ParallelFor":    func() { _ = p.ParallelFor(10, 1, nil) },
+		"Group.Go":       func() { p.Group(ctx).Go(nil) },
+		"Group.TryGo":    func() { p.Group(ctx).TryGo(nil) },
 	}
-	if err := p.SubmitTo(42, func(*Worker) {}); err == nil || !strings.Contains(err.Error(), "42") {
-		t.Errorf("SubmitTo(42): %v", err)
+	inside := map[string]func(w *Worker){
+		"Spawn":       func(w *Worker) { w.Spawn(nil) },
+		"Join":        func(w *Worker) { _ = w.Join(nil, func(*Worker) {}) },
+		"ParallelFor": func(w *Worker) { _ = w.ParallelFor(10, 1, nil) },
+		"Group.Go":    func(w *Worker) { w.Group(ctx).Go(nil) },
+	}
+	check := func(where, name string, call func()) {
+		defer func() {
+			msg := fmt.Sprint(recover())
+			if !strings.HasPrefix(msg, "pool: ") || !strings.Contains(msg, "nil") {
+				t.Errorf("%s %s(nil): recover() = %q, want a pool: panic about the nil function", where, name, msg)
+			}
+		}()
+		call()
+	}
+	for name, call := range outside {
+		check("outside", name, call)
+	}
+	for name, call := range inside {
+		onWorker(t, p, func(w *Worker) int { check("inside a task", name, func() { call(w) }); return 0 })
+	}
+	for name, err := range map[string]error{
+		"SubmitTo":       p.SubmitTo(42, func(*Worker) {}),
+		"SubmitToStrict": p.SubmitToStrict(42, func(*Worker) {}),
+	} {
+		if !errors.Is(err, ErrUnknownNode) || !strings.Contains(err.Error(), "42") {
+			t.Errorf("%s(42): %v, want ErrUnknownNode naming node 42", name, err)
+		}
 	}
 }
 
@@ -444,8 +481,8 @@ func TestBoundedShard(t *testing.T) {
 }
 
 func TestWorkerMisusePanics(t *testing.T) {
-	if useLIFO {
-		t.Skip("the owner check is compiled in with -race only")
+	if !cheapGID && !raceEnabled {
+		t.Skip("on this platform the owner check is compiled in with -race only")
 	}
 	p := newTestPool(t, WithWorkers(1))
 	defer p.Close()

@@ -37,8 +37,6 @@ type Worker struct {
 	// joinSlot offers the b side of the outermost pending Join to thieves.
 	joinSlot atomic.Pointer[joinTask]
 	wakeCh   chan struct{}
-	// gid is the worker goroutine's id, for onWorker (set when it starts).
-	gid atomic.Uint64
 
 	// Owner-only state.
 	rng       steal.Rand
@@ -99,10 +97,8 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 	}
 	w.owner.check("Spawn")
 	w.c.Spawned++
-	t := &task{fn: fn, home: -1}
-	if !useLIFO {
-		w.push(t)
-	} else if prev := w.lifo.Swap(t); prev != nil {
+	t := &task{job: fnJob(fn), home: -1}
+	if prev := w.lifo.Swap(t); prev != nil {
 		w.push(prev)
 	}
 	w.pool.idle.notify(w.group.index)
@@ -126,9 +122,8 @@ func (w *Worker) wake() {
 
 // main is the worker's goroutine: bind, loop, put the mask back, end.
 func (w *Worker) main(placed chan<- error) {
-	defer w.pool.exited.Done()
+	defer w.pool.workerEnded() // after the mask is put back
 	w.owner.set()
-	w.gid.Store(goid())
 	var th *pin.Thread
 	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
 	if err == nil {
@@ -154,6 +149,7 @@ func (w *Worker) loop() {
 	p := w.pool
 	for {
 		if p.state.Load() == aborting {
+			w.dropLocal()
 			return
 		}
 		t := w.next()
@@ -421,24 +417,21 @@ func (w *Worker) run(t *task) {
 		}
 	}
 	w.c.TasksRun++
-	if t.join != nil {
-		t.join.run(w) // a stolen Join side: its panic goes back to the joiner
-	} else {
-		w.call(t)
-	}
+	t.job.run(w)
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
 }
 
-// call runs the task's function, recovering a panic: the worker lives on.
-func (w *Worker) call(t *task) {
+// call runs a plain task's function, recovering a panic: the worker
+// lives on.
+func (w *Worker) call(fn func(*Worker)) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.pool.taskPanicked(r, debug.Stack())
 		}
 	}()
-	t.fn(w)
+	fn(w)
 }
 
 // taskPanicked hands a task's panic to the handler, or, without one,
@@ -465,21 +458,17 @@ func (w *Worker) park() bool {
 	if last {
 		p.wakeForPending(w.group)
 	}
-	if allParked && p.state.Load() != running {
-		// Every worker is parked and intake is closed: if no queue holds
-		// a task, nothing can make one.
-		if !p.wakeForPending(w.group) {
-			p.finishDrain()
-		}
+	if allParked && p.state.Load() == closing {
+		p.drainIfQuiet(w.group)
 	}
 	for {
-		if p.state.Load() == aborting || p.isDrained() {
+		if p.ending() {
 			p.idle.unparkSelf(w)
 			return false
 		}
 		<-w.wakeCh
 		w.c.Parks++
-		if p.state.Load() == aborting || p.isDrained() {
+		if p.ending() {
 			p.idle.unparkSelf(w)
 			return false
 		}
@@ -511,20 +500,4 @@ func (w *Worker) spin() *task {
 		}
 	}
 	return nil
-}
-
-func (p *Pool) isDrained() bool {
-	select {
-	case <-p.drained:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *Pool) finishDrain() {
-	p.drainOnce.Do(func() {
-		close(p.drained)
-		p.idle.wakeAll()
-	})
 }

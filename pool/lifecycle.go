@@ -1,0 +1,224 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/numapool/numapool/queue"
+)
+
+// The life cycle of a pool.
+//
+// A pool is in one of four states, held in Pool.state:
+//
+//	running ──Close/Shutdown──▶ closing ──last worker parks, nothing queued──▶ drained
+//	                               │
+//	                               └──Shutdown's ctx done first──▶ aborting
+//
+// running: intake is open. closing: intake is closed, the workers run
+// everything queued and everything that work spawns. drained and aborting
+// are final: in both the workers end, the last one to end drops whatever
+// is still queued (nothing, after a drain), gives the CPUs back and
+// closes Pool.done. Every exit (Close, Shutdown, any number of times, in
+// any order, from any goroutine outside the pool) waits for done, and a
+// Shutdown whose ctx ends first moves closing to aborting and then waits
+// for done too: the tasks already running finish, nothing else starts.
+//
+// Who waits on what:
+//   - Close and Shutdown wait on done (and Shutdown on its ctx);
+//   - a Submit that waits for room in a bounded shard waits on intake,
+//     closed when intake closes;
+//   - a parked worker waits on its wake channel; every state change
+//     wakes all of them (idle.wakeAll);
+//   - ParallelFor, Group.Wait and Join wait on their own tasks, which
+//     either run or are dropped, and a dropped task completes its waiter
+//     with an error wrapping ErrAbandoned and the Shutdown's cause.
+//
+// Why no accepted task is lost. A task is accepted from outside the pool
+// when Push into a node's shard succeeds; Push takes the shard's lock and
+// fails once the shard is closed. beginClose closes every shard (taking
+// each lock) before it stores closing, so every accepted push is ordered
+// before that store. The drain is declared by a worker that has read
+// closing and then, holding idle.mu, sees every worker registered as
+// parked and every queue empty (drainIfQuiet). Go's atomics are
+// sequentially consistent, so that worker sees every accepted push, and
+// with all workers parked no task is running that could push more: a
+// worker parks only with an empty run queue and LIFO slot, and no worker
+// leaves the parked set without idle.mu (notify, unparkSelf). A task
+// queued from inside the pool after closing (Spawn, Group.Go, a loop's
+// halves, a task sent home) is pushed by a running task, so it is seen by
+// the last worker to park. Submit's state check before the push is only a
+// fast path.
+//
+// Why every waiter returns. A task either runs or is dropped, and both
+// complete its waiter (job.run, job.drop). In aborting a worker stops
+// between tasks and drops its own queue (dropLocal) before it ends; a
+// worker waiting inside a task (helpUntil) drops its own queue and every
+// shard instead of running them, so what it waits for is running
+// somewhere or dropped; a loop stops handing out pieces; the last worker
+// to end drops what tasks running meanwhile queued.
+
+// Errors of the life cycle.
+var (
+	// ErrAbandoned: a task was dropped by a Shutdown whose deadline
+	// passed before it started. ParallelFor, Group.Wait and Join return an
+	// error wrapping it and the Shutdown's cause (ctx.Err()).
+	ErrAbandoned = errors.New("pool: task dropped by Shutdown")
+)
+
+const (
+	running  int32 = iota // intake open
+	closing               // intake closed; running what is queued
+	drained               // final: everything ran; workers end
+	aborting              // final: Shutdown gave up; queued work is dropped
+)
+
+// Close stops intake (Submit returns ErrClosed), runs every task already
+// queued and every task those spawn, then stops the workers; their
+// threads exit with them. It returns when they have, with nil, or with an
+// error wrapping ErrAbandoned when an earlier Shutdown gave up. Close may
+// be called any number of times, also after or during Shutdown. Called
+// from one of the pool's tasks it closes intake and returns ErrInsideTask
+// at once.
+func (p *Pool) Close() error {
+	_, err := p.Shutdown(context.Background())
+	return err
+}
+
+// Shutdown is Close that gives up at ctx's deadline: queued tasks not yet
+// started are then dropped and counted, tasks already running finish, and
+// Shutdown returns how many tasks were dropped with ctx.Err(). Work it
+// drops completes its waiters: ParallelFor, Group.Wait and Join return an
+// error wrapping ErrAbandoned and ctx.Err(). Called from one of the pool's
+// tasks, Close and Shutdown close intake and return ErrInsideTask at once
+// instead of waiting for themselves.
+func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
+	p.beginClose()
+	if p.onWorker() {
+		return 0, ErrInsideTask
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err()))
+		<-p.done
+		if p.state.Load() == aborting {
+			err = ctx.Err()
+		}
+	}
+	n := int(p.abandoned.Load())
+	if err == nil && n > 0 {
+		err = fmt.Errorf("%w: %d tasks: %w", ErrAbandoned, n, p.cause)
+	}
+	return n, err
+}
+
+// beginClose closes intake, once: every shard refuses pushes from now on,
+// then the state says so, then every worker looks again.
+func (p *Pool) beginClose() {
+	p.closeOnce.Do(func() {
+		for _, g := range p.groups {
+			g.inject.Close()
+			g.pinned.Close()
+		}
+		p.state.CompareAndSwap(running, closing) // after the shards: see above
+		close(p.intake)
+		p.idle.wakeAll()
+	})
+}
+
+// abort moves a closing pool to aborting, once; cause is what dropped
+// work reports. A drained pool stays drained.
+func (p *Pool) abort(cause error) {
+	p.abortOnce.Do(func() {
+		p.cause = cause // published by the state store below
+		if p.state.CompareAndSwap(closing, aborting) {
+			p.idle.wakeAll()
+		}
+	})
+}
+
+// stop ends the workers at once (New failing under WithStrict).
+func (p *Pool) stop() {
+	p.beginClose()
+	p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ErrClosed))
+	<-p.done
+}
+
+// ending reports whether the pool is in a final state: workers end.
+func (p *Pool) ending() bool { return p.state.Load() >= drained }
+
+// drainIfQuiet is what a worker does when it parks last while closing:
+// if every worker is parked and no queue holds a task, nothing can make
+// one, so the pool has drained. Otherwise it wakes a worker for the work.
+func (p *Pool) drainIfQuiet(from *group) {
+	p.idle.mu.Lock()
+	quiet := p.idle.unparked.Load() == 0 && !p.queuedAnywhere()
+	p.idle.mu.Unlock()
+	if !quiet {
+		p.wakeForPending(from)
+		return
+	}
+	if p.state.CompareAndSwap(closing, drained) {
+		p.idle.wakeAll()
+	}
+}
+
+// queuedAnywhere reports whether any queue, LIFO slot or join slot holds
+// a task.
+func (p *Pool) queuedAnywhere() bool {
+	for _, g := range p.groups {
+		if !g.pinned.IsEmpty() {
+			return true
+		}
+	}
+	return p.stealableWork()
+}
+
+// workerEnded is called by each worker as it ends; the last one drops
+// what is left, gives the CPUs back and closes done.
+func (p *Pool) workerEnded() {
+	if p.live.Add(-1) != 0 {
+		return
+	}
+	for _, w := range p.workers {
+		w.dropLocal() // their owners have ended
+	}
+	p.dropShards()
+	p.claim.release()
+	close(p.done)
+}
+
+// drop completes t's waiter without running it, and counts it.
+func (p *Pool) drop(t *task) {
+	t.release()
+	cause := p.cause
+	if cause == nil {
+		cause = ErrAbandoned
+	}
+	t.job.drop(cause)
+	p.abandoned.Add(1)
+}
+
+// dropShards drops every task in every node's shards.
+func (p *Pool) dropShards() {
+	for _, g := range p.groups {
+		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
+			for t, ok := q.Pop(); ok; t, ok = q.Pop() {
+				p.drop(t)
+			}
+		}
+	}
+}
+
+// dropLocal drops the tasks in w's LIFO slot and run queue. Only w's
+// goroutine may call it, or anyone once w has ended.
+func (w *Worker) dropLocal() {
+	if t := w.lifo.Swap(nil); t != nil {
+		w.pool.drop(t)
+	}
+	for t, ok := w.local.Pop(); ok; t, ok = w.local.Pop() {
+		w.pool.drop(t)
+	}
+}
