@@ -10,7 +10,7 @@
 // outside, and a pinned shard for work that must stay on the node
 // (SubmitToStrict, ParallelFor's node blocks), which only the node's
 // workers read, one task at a time. A worker runs, in order: every
-// interval ticks a task from its node's shards (fairness), its LIFO slot
+// interval tasks a task from its node's shards (fairness), its LIFO slot
 // (the task spawned last, at most three in a row), its queue, a task from
 // the pinned shard, a batch from the inject shard; then it searches: the
 // workers and shards of its node, then (one searcher per node at a time)

@@ -41,8 +41,12 @@ type Worker struct {
 	// Owner-only state.
 	rng       steal.Rand
 	searching bool
-	tick      uint32
+	// Fairness: every interval tasks the next look starts at the node's
+	// shards (lookShard); interval is tuned from the mean task time.
+	tick      uint32 // tasks run
+	sinceLook uint32 // tasks run since lookStart
 	interval  uint32
+	lookShard bool
 	meanTask  float64 // EWMA of task duration, ns
 	lookStart time.Time
 	lifoRuns  int
@@ -136,7 +140,7 @@ func (w *Worker) main(placed chan<- error) {
 		w.bound = cpus
 	}
 	placed <- err
-	w.lookStart = time.Now()
+	w.restartClock(time.Now())
 	w.loop()
 	w.publish()
 	if th != nil {
@@ -169,15 +173,14 @@ func (w *Worker) loop() {
 	}
 }
 
-// next returns the next local task: every interval ticks one from the
+// next returns the next local task: every interval tasks one from the
 // node's shards first (fairness), else the LIFO slot (at most
-// maxLIFORuns in a row), on odd ticks a pinned task, the local queue,
+// maxLIFORuns in a row), after odd tasks a pinned task, the local queue,
 // then the node's shards in turn (a pinned task, or a batch from the
 // inject shard).
 func (w *Worker) next() *task {
-	w.tick++
-	if w.tick%w.interval == 0 {
-		w.tune()
+	if w.lookShard {
+		w.lookShard = false
 		if t := w.fromOwnShards(1); t != nil {
 			return t
 		}
@@ -245,15 +248,18 @@ func (w *Worker) fromPinned() *task {
 
 // tune sets the fairness interval so that about targetLookEvery of work
 // passes between looks at the shard (Tokio's self-tuning), from the mean
-// task time over the last interval.
+// time of the tasks run since the last look, and asks for a look. The
+// clock counts tasks, not turns of the loop, and restarts after a park
+// (restartClock), so neither searching nor sleeping reads as task time.
 func (w *Worker) tune() {
 	now := time.Now()
-	elapsed := now.Sub(w.lookStart)
-	w.lookStart = now
-	if w.pool.cfg.interval > 0 {
+	elapsed, tasks := now.Sub(w.lookStart), w.sinceLook
+	w.restartClock(now)
+	w.lookShard = true
+	if w.pool.cfg.interval > 0 || tasks == 0 {
 		return
 	}
-	mean := float64(elapsed.Nanoseconds()) / float64(w.interval)
+	mean := float64(elapsed.Nanoseconds()) / float64(tasks)
 	if w.meanTask == 0 {
 		w.meanTask = mean
 	} else {
@@ -261,6 +267,12 @@ func (w *Worker) tune() {
 	}
 	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
 	w.interval = min(max(n, 2), 127)
+}
+
+// restartClock starts a new measurement of task time at now.
+func (w *Worker) restartClock(now time.Time) {
+	w.lookStart = now
+	w.sinceLook = 0
 }
 
 // fromShard takes tasks from group g's shard into the local queue and
@@ -418,6 +430,10 @@ func (w *Worker) run(t *task) {
 	}
 	w.c.TasksRun++
 	t.job.run(w)
+	w.tick++
+	if w.sinceLook++; w.sinceLook >= w.interval {
+		w.tune()
+	}
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
@@ -474,10 +490,12 @@ func (w *Worker) park() bool {
 		}
 		if !p.idle.isParked(w) {
 			w.searching = true // notify counted this worker as searching
+			w.restartClock(time.Now())
 			return true
 		}
 		if p.state.Load() == closing {
 			p.idle.unparkSelf(w) // Close woke everyone: look once more
+			w.restartClock(time.Now())
 			return true
 		}
 		// A stale token: sleep again.
