@@ -29,7 +29,7 @@ const MaxSyntheticCPUs = 4096
 // between nodes; real's memory is split evenly over the nodes.
 func Synthetic(spec string, real *Topology) (*Topology, error) {
 	if real == nil || real.Allowed.IsEmpty() {
-		return nil, fmt.Errorf("%w %q: no allowed CPU to map it onto", ErrSpec, spec)
+		return nil, fmt.Errorf("%w %s: no allowed CPU to map it onto", ErrSpec, quote(spec))
 	}
 	var nodes [][]int // per node, the OS CPU of each synthetic CPU
 	var ids [][]int   // per node, the synthetic CPU IDs
@@ -113,22 +113,28 @@ func Synthetic(spec string, real *Topology) (*Topology, error) {
 	return t, nil
 }
 
-// shapeSpec parses "NxC" or "NxCxT".
+// shapeSpec parses "NxC" or "NxCxT". Each count and their product must
+// stay within MaxSyntheticCPUs; the product is checked factor by factor,
+// so that no count can make it wrap around.
 func shapeSpec(spec string) (nodes, cores, threads int, err error) {
 	parts := strings.Split(spec, "x")
 	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, 0, fmt.Errorf("%w %q: want NODESxCPUS, NODESxCORESxTHREADS or a list like 0-1;2-3", ErrSpec, spec)
+		return 0, 0, 0, fmt.Errorf("%w %s: want NODESxCPUS, NODESxCORESxTHREADS or a list like 0-1;2-3", ErrSpec, quote(spec))
 	}
 	nums := []int{1, 1, 1}
+	total := 1
 	for i, p := range parts {
 		v, err := strconv.Atoi(p)
-		if err != nil || v < 1 {
-			return 0, 0, 0, fmt.Errorf("%w %q: %q is not a positive count", ErrSpec, spec, p)
+		switch {
+		case errors.Is(err, strconv.ErrRange) && p[0] != '-':
+			return 0, 0, 0, fmt.Errorf("%w %s: more than %d CPUs", ErrSpec, quote(spec), MaxSyntheticCPUs)
+		case err != nil || v < 1 || p[0] == '+':
+			return 0, 0, 0, fmt.Errorf("%w %s: %s is not a positive count", ErrSpec, quote(spec), quote(p))
+		case v > MaxSyntheticCPUs/total:
+			return 0, 0, 0, fmt.Errorf("%w %s: more than %d CPUs", ErrSpec, quote(spec), MaxSyntheticCPUs)
 		}
 		nums[i] = v
-	}
-	if total := nums[0] * nums[1] * nums[2]; total > MaxSyntheticCPUs || total < 1 {
-		return 0, 0, 0, fmt.Errorf("%w %q: more than %d CPUs", ErrSpec, spec, MaxSyntheticCPUs)
+		total *= v
 	}
 	return nums[0], nums[1], nums[2], nil
 }
@@ -140,16 +146,16 @@ func explicitSpec(spec string, real *Topology) ([][]int, error) {
 	for i, item := range strings.Split(spec, ";") {
 		set, err := ParseCPUList([]byte(item))
 		if err != nil {
-			return nil, fmt.Errorf("%w %q: node %d: %w", ErrSpec, spec, i, err)
+			return nil, fmt.Errorf("%w %s: node %d: %w", ErrSpec, quote(spec), i, err)
 		}
 		if set.IsEmpty() {
-			return nil, fmt.Errorf("%w %q: node %d has no CPU", ErrSpec, spec, i)
+			return nil, fmt.Errorf("%w %s: node %d has no CPU", ErrSpec, quote(spec), i)
 		}
 		if dup := set.And(seen); !dup.IsEmpty() {
-			return nil, fmt.Errorf("%w %q: CPUs %s are in more than one node", ErrSpec, spec, dup)
+			return nil, fmt.Errorf("%w %s: CPUs %s are in more than one node", ErrSpec, quote(spec), dup)
 		}
 		if bad := set.AndNot(real.Allowed); !bad.IsEmpty() {
-			return nil, fmt.Errorf("%w %q: CPUs %s are not allowed here (allowed: %s)", ErrSpec, spec, bad, real.Allowed)
+			return nil, fmt.Errorf("%w %s: CPUs %s are not allowed here (allowed: %s)", ErrSpec, quote(spec), bad, real.Allowed)
 		}
 		seen = seen.Or(set)
 		nodes = append(nodes, set.List())
