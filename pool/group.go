@@ -47,7 +47,7 @@ func (p *Pool) Group(ctx context.Context) *Group {
 // anywhere else: see Group).
 func (w *Worker) Group(ctx context.Context) *Group {
 	w.owner.check("Group")
-	return newGroup(w.pool, ctx)
+	return newGroup(w.Pool(), ctx)
 }
 
 func newGroup(p *Pool, ctx context.Context) *Group {

@@ -24,7 +24,7 @@ import (
 // The counters are read without the lock on the hot path; the sleepers'
 // lists change only under mu.
 type idle struct {
-	p         *Pool
+	p         *sched
 	searching atomic.Int32 // workers searching
 	unparked  atomic.Int32 // workers not parked
 	n         int32
@@ -35,7 +35,7 @@ type idle struct {
 	nearest  [][]int     // per group, the groups by distance, itself first
 }
 
-func (id *idle) init(p *Pool) {
+func (id *idle) init(p *sched) {
 	id.p = p
 	id.n = int32(len(p.workers))
 	id.unparked.Store(id.n)

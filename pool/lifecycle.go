@@ -116,7 +116,7 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 
 // beginClose closes intake, once: every shard refuses pushes from now on,
 // then the state says so, then every worker looks again.
-func (p *Pool) beginClose() {
+func (p *sched) beginClose() {
 	p.closeOnce.Do(func() {
 		for _, g := range p.groups {
 			g.inject.Close()
@@ -130,7 +130,7 @@ func (p *Pool) beginClose() {
 
 // abort moves a closing pool to aborting, once; cause is what dropped
 // work reports. A drained pool stays drained.
-func (p *Pool) abort(cause error) {
+func (p *sched) abort(cause error) {
 	p.abortOnce.Do(func() {
 		p.cause = cause // published by the state store below
 		if p.state.CompareAndSwap(closing, aborting) {
@@ -140,19 +140,19 @@ func (p *Pool) abort(cause error) {
 }
 
 // stop ends the workers at once (New failing under WithStrict).
-func (p *Pool) stop() {
+func (p *sched) stop() {
 	p.beginClose()
 	p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ErrClosed))
 	<-p.done
 }
 
 // ending reports whether the pool is in a final state: workers end.
-func (p *Pool) ending() bool { return p.state.Load() >= drained }
+func (p *sched) ending() bool { return p.state.Load() >= drained }
 
 // drainIfQuiet is what a worker does when it parks last while closing:
 // if every worker is parked and no queue holds a task, nothing can make
 // one, so the pool has drained. Otherwise it wakes a worker for the work.
-func (p *Pool) drainIfQuiet(from *group) {
+func (p *sched) drainIfQuiet(from *group) {
 	p.idle.mu.Lock()
 	quiet := p.idle.unparked.Load() == 0 && !p.queuedAnywhere()
 	p.idle.mu.Unlock()
@@ -167,7 +167,7 @@ func (p *Pool) drainIfQuiet(from *group) {
 
 // queuedAnywhere reports whether any queue, LIFO slot or join slot holds
 // a task.
-func (p *Pool) queuedAnywhere() bool {
+func (p *sched) queuedAnywhere() bool {
 	for _, g := range p.groups {
 		if !g.pinned.IsEmpty() {
 			return true
@@ -178,7 +178,7 @@ func (p *Pool) queuedAnywhere() bool {
 
 // workerEnded is called by each worker as it ends; the last one drops
 // what is left, gives the CPUs back and closes done.
-func (p *Pool) workerEnded() {
+func (p *sched) workerEnded() {
 	if p.live.Add(-1) != 0 {
 		return
 	}
@@ -191,7 +191,7 @@ func (p *Pool) workerEnded() {
 }
 
 // drop completes t's waiter without running it, and counts it.
-func (p *Pool) drop(t *task) {
+func (p *sched) drop(t *task) {
 	t.release()
 	cause := p.cause
 	if cause == nil {
@@ -202,7 +202,7 @@ func (p *Pool) drop(t *task) {
 }
 
 // dropShards drops every task in every node's shards.
-func (p *Pool) dropShards() {
+func (p *sched) dropShards() {
 	for _, g := range p.groups {
 		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
 			for t, ok := q.Pop(); ok; t, ok = q.Pop() {

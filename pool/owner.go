@@ -47,7 +47,7 @@ func goid() uint64 {
 
 // workerOf returns the worker whose goroutine is calling, or nil when the
 // caller is not one of p's workers.
-func (p *Pool) workerOf() *Worker { return p.byG[gid()] }
+func (p *sched) workerOf() *Worker { return p.byG[gid()] }
 
 // onWorker reports whether the calling goroutine is one of p's workers.
-func (p *Pool) onWorker() bool { return p.workerOf() != nil }
+func (p *sched) onWorker() bool { return p.workerOf() != nil }

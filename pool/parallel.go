@@ -53,7 +53,9 @@ type NodeBlock struct {
 // Split returns how ParallelFor over n divides the range between nodes:
 // contiguous blocks, in node order, proportional to each node's workers.
 // It depends only on n and the pool.
-func (p *Pool) Split(n int) []NodeBlock {
+func (p *Pool) Split(n int) []NodeBlock { return p.split(n) }
+
+func (p *sched) split(n int) []NodeBlock {
 	out := make([]NodeBlock, 0, len(p.groups))
 	total := len(p.workers)
 	done := 0
@@ -72,7 +74,7 @@ func (p *Pool) Split(n int) []NodeBlock {
 const crossNodeAfter = 2 * time.Millisecond
 
 type forState struct {
-	pool      *Pool
+	pool      *sched
 	body      func(w *Worker, lo, hi int)
 	grain     int
 	ctx       context.Context
@@ -197,7 +199,7 @@ func (s *forState) stopped() bool {
 	return false
 }
 
-func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int)) error {
+func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int)) error {
 	if body == nil {
 		panic("pool: ParallelFor with a nil body")
 	}
@@ -212,7 +214,7 @@ func (p *Pool) parallelFor(ctx context.Context, w *Worker, n, grain int, body fu
 	}
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
 	s.remaining.Store(int64(n))
-	for i, b := range p.Split(n) {
+	for i, b := range p.split(n) {
 		if b.Hi == b.Lo {
 			continue
 		}

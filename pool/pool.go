@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/queue"
@@ -50,7 +52,18 @@ type group struct {
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any
 // goroutine.
+//
+// A Pool that becomes unreachable without Close is closed for you: its
+// queued work still runs, then its workers and their threads end. Close
+// it yourself to wait for that, or to see an error.
 type Pool struct {
+	*sched
+}
+
+// sched is the pool itself. Workers hold it, not the Pool the user holds,
+// so that the Pool can become unreachable while the workers run.
+type sched struct {
+	self     weak.Pointer[Pool] // the user's Pool, while it is reachable
 	cfg      config
 	topo     *topology.Topology
 	groups   []*group
@@ -93,7 +106,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim,
+	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim,
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
@@ -144,7 +157,12 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.degraded = append(p.degraded, err.Error())
 		}
 	}
-	return p, nil
+	pool := &Pool{p}
+	p.self = weak.Make(pool)
+	// Dropped without Close: close intake; the workers run what is queued
+	// and end. s does not refer to pool, so pool can be collected.
+	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)
+	return pool, nil
 }
 
 // weightedOrder lists group indexes so that each appears as often as it
@@ -175,7 +193,9 @@ func (p *Pool) Workers() int { return len(p.workers) }
 
 // Nodes returns the OS IDs of the nodes that have worker groups (-1 for
 // allowed CPUs on no node), in group order.
-func (p *Pool) Nodes() []int {
+func (p *Pool) Nodes() []int { return p.nodes() }
+
+func (p *sched) nodes() []int {
 	out := make([]int, len(p.groups))
 	for i, g := range p.groups {
 		out[i] = g.node.ID
@@ -231,23 +251,23 @@ func (p *Pool) SubmitToStrict(node int, fn func(*Worker)) error {
 	return p.submit(context.Background(), g, fn, int32(g.index), true)
 }
 
-func (p *Pool) groupOf(node int) (*group, error) {
+func (p *sched) groupOf(node int) (*group, error) {
 	for _, g := range p.groups {
 		if g.node.ID == node {
 			return g, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.Nodes())
+	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.nodes())
 }
 
-func (p *Pool) nextGroup() *group {
+func (p *sched) nextGroup() *group {
 	if len(p.order) == 1 {
 		return p.groups[0]
 	}
 	return p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
 }
 
-func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
+func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
@@ -260,7 +280,7 @@ func (p *Pool) submit(ctx context.Context, g *group, fn func(*Worker), home int3
 // push queues t, accepted from outside the pool or from a task, in g's
 // shard: it takes a place under the bound first (waiting for one if
 // wait), and fails with ErrClosed once intake has closed.
-func (p *Pool) push(ctx context.Context, g *group, t *task, wait bool) error {
+func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
 	if g.slots != nil {
 		select {
 		case g.slots <- struct{}{}:
@@ -302,7 +322,7 @@ func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
 // what it finds: one of the node's for a node's pinned work (no other
 // node may run it), one near from's group for the rest. It reports
 // whether anything was pending.
-func (p *Pool) wakeForPending(from *group) bool {
+func (p *sched) wakeForPending(from *group) bool {
 	pending := false
 	for _, g := range p.groups {
 		if !g.pinned.IsEmpty() {
@@ -319,7 +339,7 @@ func (p *Pool) wakeForPending(from *group) bool {
 
 // stealableWork reports whether a task that any worker may take is
 // queued somewhere.
-func (p *Pool) stealableWork() bool {
+func (p *sched) stealableWork() bool {
 	for _, g := range p.groups {
 		if !g.inject.IsEmpty() {
 			return true

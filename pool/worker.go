@@ -25,7 +25,7 @@ const (
 // the worker's methods may be called only from inside that task (the
 // worker's own goroutine).
 type Worker struct {
-	pool    *Pool
+	pool    *sched
 	group   *group
 	id      int
 	cpu     int // the topology CPU the worker is placed on
@@ -65,7 +65,7 @@ type Worker struct {
 	owner         ownerID
 }
 
-func newWorker(p *Pool, g *group, id, cpu int) *Worker {
+func newWorker(p *sched, g *group, id, cpu int) *Worker {
 	l, s := queue.New[*task]()
 	interval := initialInterval
 	if p.cfg.interval > 0 {
@@ -89,7 +89,14 @@ func (w *Worker) Node() int { return w.group.node.ID }
 func (w *Worker) CPU() int { return w.cpu }
 
 // Pool returns the worker's pool.
-func (w *Worker) Pool() *Pool { return w.pool }
+func (w *Worker) Pool() *Pool {
+	if p := w.pool.self.Value(); p != nil {
+		return p
+	}
+	// The user's Pool was dropped (it is closing): nobody can compare
+	// with it, so a new handle on the same pool serves.
+	return &Pool{w.pool}
+}
 
 // Spawn queues fn on this worker: it goes to the worker's LIFO slot and
 // runs next, unless another idle worker steals it; the slot's previous
@@ -452,7 +459,7 @@ func (w *Worker) call(fn func(*Worker)) {
 
 // taskPanicked hands a task's panic to the handler, or, without one,
 // panics again so that the process fails as with any unrecovered panic.
-func (p *Pool) taskPanicked(value any, stack []byte) {
+func (p *sched) taskPanicked(value any, stack []byte) {
 	if p.cfg.panicHandler == nil {
 		// Still inside the deferred call: the panicking frames are on the
 		// stack, so the crash report shows where the task failed.
