@@ -18,18 +18,34 @@
 // parks, costing no CPU until work arrives.
 //
 // Outside any task you hold the *Pool: Submit, SubmitTo, SubmitToStrict,
-// TrySubmit, Stats, Explain, Close, Shutdown. Inside a task you hold the
-// *Worker that runs it: Spawn, ID, Node, CPU. A worker's methods must be
-// called only from a task running on it; race-enabled builds panic when
-// they are not.
+// TrySubmit, SubmitCtx, Group, ParallelFor, ParallelForCtx, Split, Stats,
+// Explain, Close, Shutdown. Inside a task you hold the *Worker that runs
+// it: Spawn, Join, Group, ParallelFor, ID, Node, CPU, Pool. A Group's Go
+// and Wait may be called anywhere and do what fits the caller (push and
+// help on a worker, submit and block outside).
 //
-// Panics: a task's panic is recovered and the worker lives on. The panic
-// goes to the WithPanicHandler handler; without one, the process fails
-// as it would for an unrecovered panic in a goroutine. Nothing is
-// swallowed.
+// Errors and misuse: conditions a caller cannot rule out return errors
+// to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
+// ErrInsideTask, ErrAbandoned. Programmer mistakes panic with a message
+// that starts with "pool:", the same in every call: a nil function, a
+// Worker used from a goroutine that is not running a task on it (checked
+// in every build on amd64 and arm64, with -race elsewhere), SetLimit on a
+// Group with active tasks. A panic never leaves a queue half-changed.
+//
+// Panics in tasks: a task's panic is recovered and the worker lives on.
+// Join, Group.Wait and ParallelFor return it as a *PanicError. A plain
+// task's panic goes to the WithPanicHandler handler; without one, the
+// process fails as it would for an unrecovered panic in a goroutine.
+// Nothing is swallowed.
 //
 // Shutdown: Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose threads exit with them.
-// Shutdown(ctx) gives up at ctx's deadline and reports how many queued
-// tasks it dropped.
+// Shutdown(ctx) gives up at ctx's deadline: tasks not started are dropped
+// and counted (Stats.Abandoned), and whoever waits for them gets an error
+// wrapping ErrAbandoned. Every exit may be called any number of times, in
+// any order; from inside a task they close intake and return
+// ErrInsideTask. A task accepted (Submit returned nil) either runs or is
+// counted as abandoned. A Pool dropped without Close is closed when the
+// garbage collector finds it unreachable. lifecycle.go states the
+// protocol and argues why it holds.
 package pool
