@@ -117,14 +117,15 @@ func TestOddMachines(t *testing.T) {
 		}},
 		{"empty core_id and physical_package_id", 8, func(f fstest.MapFS) {
 			set(f, cpu+"cpu5/topology/core_id", "")
-			set(f, cpu+"cpu5/topology/physical_package_id", "\n")
+			set(f, cpu+"cpu4/topology/physical_package_id", "")
 		}, func(t *testing.T, topo *Topology, err error) {
 			ok(t, err)
 			c, _ := topo.CPU(5)
 			if c.Core != -1 || c.Package != -1 {
+				// CPU 4 is the first of the package: its number is the package's.
 				t.Errorf("cpu 5 core %d package %d, want -1 -1 (unknown, as hwloc)", c.Core, c.Package)
 			}
-			if !noted(topo, cpu+"cpu5/topology/core_id", `""`) || !noted(topo, cpu+"cpu5/topology/physical_package_id") {
+			if !noted(topo, cpu+"cpu5/topology/core_id", `""`) || !noted(topo, cpu+"cpu4/topology/physical_package_id", `""`) {
 				t.Errorf("notes do not name the files: %q", topo.Degraded)
 			}
 		}},

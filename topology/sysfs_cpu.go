@@ -99,7 +99,7 @@ func (r *reader) cpuOffline(p string) bool {
 	n, err := strconv.Atoi(v)
 	switch {
 	case v == "":
-		r.note("%s is empty: CPU taken as online", p)
+		r.note("%s is \"\" (empty): CPU taken as online", p)
 	case err != nil || n < 0:
 		r.note("%s is %s, not 0 or 1: CPU taken as online", p, quote(v))
 	}
@@ -120,7 +120,7 @@ func (r *reader) topologyID(p string, quiet bool) int {
 	n, err := strconv.Atoi(v)
 	switch {
 	case v == "":
-		r.note("%s is empty: number unknown", p)
+		r.note("%s is \"\" (empty): number unknown", p)
 	case err != nil || n > math.MaxInt32:
 		r.note("%s is %s, not a number: number unknown", p, quote(v))
 	case n == -1 && quiet:
@@ -234,6 +234,30 @@ func (r *reader) buildCPUObjects(t *Topology, raws []rawCPU) {
 			t.Clusters = append(t.Clusters, Group{ID: raw.clusterID, Package: -1, CPUs: raw.cluster})
 		}
 	}
+	// A CPU, its core and its die belong to the package that holds the
+	// CPU, numbered by the package's first CPU as hwloc numbers it, not by
+	// what the CPU's own physical_package_id says.
+	pkgOf := make(map[int]int, len(t.CPUs))
+	for _, p := range t.Packages {
+		for c := range p.CPUs.All() {
+			pkgOf[c] = p.ID
+		}
+	}
+	for i := range t.CPUs {
+		if id, ok := pkgOf[t.CPUs[i].ID]; ok {
+			t.CPUs[i].Package = id
+		}
+	}
+	for i := range t.Cores {
+		if id, ok := pkgOf[t.Cores[i].CPUs.First()]; ok {
+			t.Cores[i].Package = id
+		}
+	}
+	for i := range t.Dies {
+		if id, ok := pkgOf[t.Dies[i].CPUs.First()]; ok {
+			t.Dies[i].Package = id
+		}
+	}
 }
 
 // readCaches reads cpuN/cache/indexK for every CPU with topology. A cache
@@ -321,7 +345,7 @@ func (r *reader) readCache(dir string, cpuset CPUSet) (cache Cache, ok bool) {
 		return Cache{}, false
 	}
 	if shared.IsEmpty() {
-		r.note("%s/shared_cpu_map is empty: the cache is taken as shared by the SMT siblings, unless other CPUs list them in theirs", dir)
+		r.note("%s/shared_cpu_map lists no CPU: the cache is taken as shared by the SMT siblings, unless other CPUs list them in theirs", dir)
 	}
 	cache.CPUs = shared.And(cpuset)
 	if !shared.IsEmpty() && cache.CPUs.IsEmpty() {
@@ -331,7 +355,7 @@ func (r *reader) readCache(dir string, cpuset CPUSet) (cache Cache, ok bool) {
 		size, err := parseCacheSize(b)
 		switch {
 		case clean(b) == "":
-			r.note("%s/size is empty: size unknown", dir)
+			r.note("%s/size is \"\" (empty): size unknown", dir)
 		case err != nil:
 			r.note("%s/size: %v: size unknown", dir, err)
 		default:

@@ -132,16 +132,17 @@ func (r *reader) singleNode(t *Topology) {
 	r.finishNodes(t)
 }
 
-// readDistances builds the matrix from each node's distance file. Like
-// hwloc, it keeps no matrix when there is one node only or when any file is
+// readDistances builds the matrix from each listed node's distance file,
+// then keeps the rows and columns of the nodes that were read. Like hwloc,
+// it keeps no matrix when fewer than two nodes remain or when any file is
 // missing, unreadable or malformed (an empty, negative or non-numeric
 // entry); it also keeps none when a file does not hold exactly one entry
 // per listed node, where hwloc would take the first ones of a longer row.
 func (r *reader) readDistances(t *Topology, listed []int) {
-	if len(listed) < 2 || len(t.Nodes) != len(listed) {
+	if len(listed) < 2 || len(t.Nodes) < 2 {
 		return
 	}
-	d := &Distances{Nodes: listed, Matrix: make([][]int, len(listed))}
+	rows := make([][]int, len(listed))
 	for i, id := range listed {
 		p := fmt.Sprintf("%s/node%d/distance", nodeDir, id)
 		b, err := r.read(p)
@@ -162,7 +163,20 @@ func (r *reader) readDistances(t *Topology, listed []int) {
 			r.note("%s has %d entries for %d nodes: no distance matrix", p, len(row), len(listed))
 			return
 		}
-		d.Matrix[i] = row
+		rows[i] = row
+	}
+	var keep []int // indexes in listed of the nodes read
+	for i, id := range listed {
+		if _, ok := t.Node(id); ok {
+			keep = append(keep, i)
+		}
+	}
+	d := &Distances{Matrix: make([][]int, len(keep))}
+	for k, i := range keep {
+		d.Nodes = append(d.Nodes, listed[i])
+		for _, j := range keep {
+			d.Matrix[k] = append(d.Matrix[k], rows[i][j])
+		}
 	}
 	t.Distances = d
 }
