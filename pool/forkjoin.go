@@ -3,21 +3,36 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
 
-// PanicError is a task's panic returned as an error by Join, Group.Wait
-// and ParallelFor: the panic value and the stack where it happened.
+// PanicError is a task's panic returned as an error by Join, Group.Wait,
+// ParallelFor, MapReduce and a Future: the panic value and the stack
+// where it happened. Error is one line; the stack prints with %+v.
 type PanicError struct {
 	Value any
 	Stack []byte
 }
 
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("pool: task panicked: %v\n%s", e.Value, e.Stack)
+	return fmt.Sprintf("pool: task panicked: %v", e.Value)
+}
+
+// Format prints Error for %v and %s, and Error followed by the stack for
+// %+v.
+func (e *PanicError) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'v' && f.Flag('+'):
+		fmt.Fprintf(f, "%s\n%s", e.Error(), e.Stack)
+	case verb == 'q':
+		fmt.Fprintf(f, "%q", e.Error())
+	default:
+		io.WriteString(f, e.Error())
+	}
 }
 
 // Unwrap returns the panic value when it is an error.
@@ -30,6 +45,7 @@ func (e *PanicError) Unwrap() error {
 func catch(w *Worker, fn func(*Worker)) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			w.c.Panicked++
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
@@ -68,6 +84,7 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 		} else {
 			w.c.TasksRun++ // nobody took b: run it here
 			jt.js.run(w)
+			w.c.Completed++
 		}
 	} else {
 		w.helpUntil(jt.js.done.Load) // a thief runs b: help until it is done
@@ -156,4 +173,36 @@ func (w *Worker) endSearch() {
 	if w.pool.idle.stopSearching(w.group) {
 		w.pool.wakeForPending(w.group)
 	}
+}
+
+// Join is Worker.Join from outside the pool: a task on some worker runs
+// a and b, possibly in parallel, and Join returns when both are done.
+func (p *Pool) Join(a, b func(*Worker)) error {
+	if a == nil || b == nil {
+		panic("pool: Join of a nil function")
+	}
+	_, err := Run(p, func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(a, b) })
+	return err
+}
+
+// Join runs a and b, possibly in parallel, and returns both values, with
+// their errors (and panics, as *PanicError) joined. On the calling task's
+// own worker it is Worker.Join; on any other target a task there does
+// the Join and Join waits for it (helping, from inside a task).
+func Join[A, B any](on Target, a func(*Worker) (A, error), b func(*Worker) (B, error)) (A, B, error) {
+	if a == nil || b == nil {
+		panic("pool: Join of a nil function")
+	}
+	type pair struct {
+		a A
+		b B
+	}
+	both := func(w *Worker) (pair, error) {
+		var r pair
+		var errA, errB error
+		err := w.Join(func(w *Worker) { r.a, errA = a(w) }, func(w *Worker) { r.b, errB = b(w) })
+		return r, errors.Join(errA, errB, err)
+	}
+	r, err := Run(on, both)
+	return r.a, r.b, err
 }

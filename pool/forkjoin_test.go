@@ -115,14 +115,17 @@ func TestGroupOutside(t *testing.T) {
 			if i == 37 {
 				return fmt.Errorf("task %d failed", i)
 			}
+			time.Sleep(100 * time.Microsecond) // some work: #37 fails while another runs
 			return nil
 		})
 	}
 	if err := g.Wait(); err == nil || !strings.Contains(err.Error(), "task 37") {
 		t.Errorf("Wait = %v", err)
 	}
-	if n.Load() != 100 {
-		t.Errorf("%d of 100 tasks ran", n.Load())
+	// Functions begin in the order of the calls, and those not begun when
+	// #37 failed are skipped: at most one more per other worker.
+	if got := int(n.Load()); got < 38 || got > 38+p.Workers()-1 {
+		t.Errorf("%d of 100 tasks ran, want 38..%d (in order, the rest skipped after #37 failed)", got, 38+p.Workers()-1)
 	}
 	if g.Context().Err() == nil {
 		t.Error("the group's context is not cancelled")

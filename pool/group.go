@@ -21,11 +21,15 @@ import (
 // from Worker.Group differ only in that Worker.Group must be called from
 // a task on w.
 //
-// Tasks that outside code starts run roughly in the order of the calls;
-// tasks started from inside a task go to the back of the calling worker's
-// queue, which the worker runs in order and thieves take from the front.
-// If Shutdown gives up before a task started, the task is dropped and
-// Wait returns an error wrapping ErrAbandoned.
+// Order and cancellation: functions that outside code starts begin in
+// the order of the calls (whichever worker runs them); functions started
+// from inside a task go to the back of the calling worker's queue, which
+// the worker runs oldest first and thieves take from the front. Once the
+// group's context is cancelled (the first error, or ctx), functions that
+// have not begun are skipped, so a failure early in the order saves the
+// rest; Wait returns the first error, or the context's cause. If Shutdown
+// gives up before a function began, Wait returns an error wrapping
+// ErrAbandoned.
 type Group struct {
 	pool    *Pool
 	ctx     context.Context
@@ -35,6 +39,14 @@ type Group struct {
 	errOnce sync.Once
 	err     error
 	sem     chan struct{}
+
+	// Tasks started from outside the pool, oldest first. Each is queued
+	// as a turn: whichever of them a worker runs, it runs the oldest
+	// function, so they start in the order of the calls, whatever order
+	// the pool's batches and steals run the turns in.
+	mu    sync.Mutex
+	fifo  []*groupTask
+	first int
 }
 
 // Group returns a group whose context is derived from ctx and cancelled
@@ -122,13 +134,25 @@ func (g *Group) TryGo(fn func(w *Worker) error) bool {
 }
 
 // groupTask is one task of a Group, in one allocation with its task.
+// turn: queued from outside, it runs the group's oldest such function
+// rather than its own.
 type groupTask struct {
 	task
-	g  *Group
-	fn func(*Worker) error
+	g    *Group
+	fn   func(*Worker) error
+	turn bool
 }
 
 func (gt *groupTask) run(w *Worker) {
+	if gt.turn {
+		gt = gt.g.oldest()
+	}
+	if gt.g.ctx.Err() != nil {
+		// The group failed or its ctx ended: skip what has not started.
+		gt.g.fail(context.Cause(gt.g.ctx))
+		gt.g.finish()
+		return
+	}
 	var err error
 	if perr := catch(w, func(w *Worker) { err = gt.fn(w) }); perr != nil {
 		err = perr
@@ -140,8 +164,23 @@ func (gt *groupTask) run(w *Worker) {
 }
 
 func (gt *groupTask) drop(cause error) {
+	if gt.turn {
+		gt.g.oldest() // a turn that will not run: the oldest function never starts
+	}
 	gt.g.fail(cause)
 	gt.g.finish()
+}
+
+// oldest takes the oldest function started from outside.
+func (g *Group) oldest() *groupTask {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gt := g.fifo[g.first]
+	g.fifo[g.first] = nil
+	if g.first++; g.first == len(g.fifo) {
+		g.fifo, g.first = g.fifo[:0], 0
+	}
+	return gt
 }
 
 // start queues fn: on w, the calling worker, or from outside the pool.
@@ -160,6 +199,10 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 		gt.drop(ErrClosed)
 		return
 	}
+	gt.turn = true
+	g.mu.Lock()
+	g.fifo = append(g.fifo, gt)
+	g.mu.Unlock()
 	if err := g.pool.push(context.Background(), g.pool.nextGroup(), &gt.task, true); err != nil {
 		gt.drop(err)
 	}

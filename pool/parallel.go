@@ -26,14 +26,23 @@ import (
 // the node that touched it: the first-touch pattern.
 //
 // grain <= 0 picks one from n and the number of workers. A panic in body
-// stops handing out new blocks and is returned as a *PanicError.
+// stops handing out new blocks and is returned as a *PanicError. The
+// body must not be nil.
 func (p *Pool) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
-	return p.parallelFor(context.Background(), nil, n, grain, body)
+	return p.parallelFor(context.Background(), nil, n, grain, noError(body))
 }
 
 // ParallelForCtx is ParallelFor that also stops handing out blocks when
 // ctx is cancelled, and returns ctx's error.
 func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
+	return p.parallelFor(ctx, nil, n, grain, noError(body))
+}
+
+// ParallelForErr is ParallelForCtx whose body can fail: the first error
+// (or panic, or ctx's error) stops handing out blocks and is returned.
+// Blocks already running finish. The node blocks, and WithStrictLoops,
+// are as for ParallelFor.
+func (p *Pool) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
 	return p.parallelFor(ctx, nil, n, grain, body)
 }
 
@@ -41,7 +50,30 @@ func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Wo
 // other tasks while it waits.
 func (w *Worker) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
 	w.owner.check("ParallelFor")
-	return w.pool.parallelFor(context.Background(), w, n, grain, body)
+	return w.pool.parallelFor(context.Background(), w, n, grain, noError(body))
+}
+
+// ParallelForCtx is Pool.ParallelForCtx from inside a task.
+func (w *Worker) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
+	w.owner.check("ParallelForCtx")
+	return w.pool.parallelFor(ctx, w, n, grain, noError(body))
+}
+
+// ParallelForErr is Pool.ParallelForErr from inside a task.
+func (w *Worker) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
+	w.owner.check("ParallelForErr")
+	return w.pool.parallelFor(ctx, w, n, grain, body)
+}
+
+// noError adapts a body that cannot fail.
+func noError(body func(w *Worker, lo, hi int)) func(w *Worker, lo, hi int) error {
+	if body == nil {
+		panic("pool: ParallelFor with a nil body")
+	}
+	return func(w *Worker, lo, hi int) error {
+		body(w, lo, hi)
+		return nil
+	}
 }
 
 // NodeBlock is the part of a ParallelFor range given to one node.
@@ -75,7 +107,7 @@ const crossNodeAfter = 2 * time.Millisecond
 
 type forState struct {
 	pool      *sched
-	body      func(w *Worker, lo, hi int)
+	body      func(w *Worker, lo, hi int) error
 	grain     int
 	ctx       context.Context
 	remaining atomic.Int64
@@ -171,7 +203,11 @@ func (pc *piece) run(w *Worker) {
 			continue
 		}
 		end := min(lo+s.grain, hi)
-		if err := catch(w, func(w *Worker) { s.body(w, lo, end) }); err != nil {
+		var err error
+		if perr := catch(w, func(w *Worker) { err = s.body(w, lo, end) }); perr != nil {
+			err = perr
+		}
+		if err != nil {
 			s.fail(err)
 		}
 		s.finish(end - lo)
@@ -199,12 +235,15 @@ func (s *forState) stopped() bool {
 	return false
 }
 
-func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int)) error {
+func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int) error) error {
 	if body == nil {
 		panic("pool: ParallelFor with a nil body")
 	}
 	if n <= 0 {
 		return nil
+	}
+	if w == nil {
+		w = p.workerOf() // Pool.ParallelFor from inside a task helps too
 	}
 	if p.state.Load() != running && w == nil {
 		return ErrClosed

@@ -46,8 +46,9 @@ type group struct {
 	// crossSearching is set while one of the group's workers searches
 	// other nodes: at most one does at a time.
 	crossSearching atomic.Bool
-	searching      atomic.Int32 // the group's workers searching
-	sleeping       atomic.Int32 // the group's workers parked
+	searching      atomic.Int32  // the group's workers searching
+	sleeping       atomic.Int32  // the group's workers parked
+	submitted      atomic.Uint64 // tasks accepted into the group's shards from outside
 }
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any
@@ -213,7 +214,9 @@ func (p *Pool) Binding() pin.Binding { return p.cfg.binding }
 // weighted by the number of workers of each node, so that a stream of
 // submissions spreads over the machine. With WithShardBound, Submit waits
 // while the node's queue is full; TrySubmit does not. It returns
-// ErrClosed after Close, and an error for a nil fn.
+// ErrClosed once intake has closed. Tasks submitted to one node start
+// roughly in the order of the calls: each node's shard is a FIFO, from
+// which workers take batches.
 func (p *Pool) Submit(fn func(*Worker)) error {
 	return p.submit(context.Background(), p.nextGroup(), fn, -1, true)
 }
@@ -228,27 +231,16 @@ func (p *Pool) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
 	return p.submit(ctx, p.nextGroup(), fn, -1, true)
 }
 
-// SubmitTo queues fn on the given NUMA node (its OS ID). The preference
-// is soft: when the node's workers are busy and others idle, the task may
-// be stolen by another node. It returns an error naming the node when the
-// pool has no worker group for it.
+// SubmitTo is p.Node(node).Submit(fn): fn is queued on that NUMA node
+// (its OS ID), softly.
 func (p *Pool) SubmitTo(node int, fn func(*Worker)) error {
-	g, err := p.groupOf(node)
-	if err != nil {
-		return err
-	}
-	return p.submit(context.Background(), g, fn, -1, true)
+	return p.Node(node).Submit(fn)
 }
 
-// SubmitToStrict queues fn on the given NUMA node and keeps it there: it
-// runs only on that node's workers. It waits in the node's pinned shard,
-// which other nodes' workers do not read, so a dry node never takes it.
+// SubmitToStrict is p.Node(node).Strict().Submit(fn): fn runs only on
+// that node's workers.
 func (p *Pool) SubmitToStrict(node int, fn func(*Worker)) error {
-	g, err := p.groupOf(node)
-	if err != nil {
-		return err
-	}
-	return p.submit(context.Background(), g, fn, int32(g.index), true)
+	return p.Node(node).Strict().Submit(fn)
 }
 
 func (p *sched) groupOf(node int) (*group, error) {
@@ -302,6 +294,7 @@ func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
 		t.release()
 		return ErrClosed
 	}
+	g.submitted.Add(1)
 	p.idle.notify(g.index)
 	return nil
 }

@@ -6,24 +6,27 @@ import (
 
 // Counters are a worker's (or a node's, or the pool's) event counts.
 type Counters struct {
-	TasksRun             uint64 // tasks run
-	Spawned              uint64 // tasks spawned from inside tasks (Worker.Spawn)
-	LIFOHits             uint64 // tasks taken from the LIFO slot
-	InjectPulls          uint64 // takes from the worker's own node's shards (a batch, or one pinned task)
-	StealsInNode         uint64 // successful steals from workers of the same node
-	StealsCrossNode      uint64 // successful steals from other nodes (workers or shards)
-	TasksStolenInNode    uint64 // tasks moved by in-node steals
-	TasksStolenCrossNode uint64 // tasks moved by cross-node steals
-	Parks                uint64 // times the worker slept
-	Overflows            uint64 // full run queues that moved half to the shard
-	SentHome             uint64 // tasks that must run on another node, sent back there
+	TasksRun             uint64 `json:"tasks_run"`               // tasks started
+	Completed            uint64 `json:"completed"`               // tasks finished, panicked or not
+	Panicked             uint64 `json:"panicked"`                // tasks (and loop parts, Join halves) whose function panicked
+	Spawned              uint64 `json:"spawned"`                 // tasks queued from inside tasks: Spawn, Group.Go, Join offers, Async on a worker
+	LIFOHits             uint64 `json:"lifo_hits"`               // tasks taken from the LIFO slot
+	InjectPulls          uint64 `json:"inject_pulls"`            // takes from the worker's own node's shards (a batch, or one pinned task)
+	StealsInNode         uint64 `json:"steals_in_node"`          // successful steals from workers of the same node
+	StealsCrossNode      uint64 `json:"steals_cross_node"`       // successful steals from other nodes (workers or shards)
+	TasksStolenInNode    uint64 `json:"tasks_stolen_in_node"`    // tasks moved by in-node steals
+	TasksStolenCrossNode uint64 `json:"tasks_stolen_cross_node"` // tasks moved by cross-node steals
+	Parks                uint64 `json:"parks"`                   // times the worker slept
+	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
+	SentHome             uint64 `json:"sent_home"`               // tasks that must run on another node, sent back there
 }
 
-const nCounters = 11
+const nCounters = 13
 
 func (c *Counters) fields() [nCounters]*uint64 {
-	return [nCounters]*uint64{&c.TasksRun, &c.Spawned, &c.LIFOHits, &c.InjectPulls, &c.StealsInNode,
-		&c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows, &c.SentHome}
+	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
+		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows,
+		&c.SentHome}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.
@@ -80,35 +83,51 @@ type WorkerStats struct {
 type NodeStats struct {
 	Node    int `json:"node"`
 	Workers int `json:"workers"`
-	Queued  int `json:"queued"` // tasks in the node's shards now
+	Tasks
 	Counters
 }
 
+// Tasks are the counts a service watches, per node and in total.
+type Tasks struct {
+	// Submitted: tasks accepted from outside the pool (Submit and its
+	// forms, Group.Go, Async, a loop's node blocks) plus those queued from
+	// inside tasks (Counters.Spawned).
+	Submitted uint64 `json:"submitted"`
+	Queued    int    `json:"queued"`  // tasks in the node's shards now
+	Running   int    `json:"running"` // workers running a task now (not parked, not searching)
+}
+
 // Stats are the pool's counters per worker, per node and in total. They
-// are JSON-encodable.
+// are JSON-encodable, with snake_case names.
 type Stats struct {
 	Workers []WorkerStats `json:"workers"`
 	Nodes   []NodeStats   `json:"nodes"`
-	Total   Counters      `json:"total"`
+	Tasks
+	Total Counters `json:"total"`
 	// Abandoned counts tasks dropped by Shutdown at its deadline.
 	Abandoned uint64 `json:"abandoned"`
 }
 
 // Stats returns the counters. Running workers publish theirs every 64
 // tasks and when they park, so a busy worker's figures may lag slightly;
-// after Close they are exact.
+// after Close they are exact. Queued and Running are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	for _, g := range p.groups {
-		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Queued: g.queued()}
+		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
 		for _, w := range g.workers {
 			c := w.snapshot()
 			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 		}
+		ns.Submitted = g.submitted.Load() + ns.Spawned
+		ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)
+		st.Submitted += ns.Submitted
+		st.Queued += ns.Queued
+		st.Running += ns.Running
 	}
 	return st
 }

@@ -107,8 +107,13 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 		panic("pool: Spawn of a nil function")
 	}
 	w.owner.check("Spawn")
+	w.spawn(&task{job: fnJob(fn), home: -1})
+}
+
+// spawn puts t in the LIFO slot, the slot's previous task at the back of
+// the queue, and counts it.
+func (w *Worker) spawn(t *task) {
 	w.c.Spawned++
-	t := &task{job: fnJob(fn), home: -1}
 	if prev := w.lifo.Swap(t); prev != nil {
 		w.push(prev)
 	}
@@ -437,6 +442,7 @@ func (w *Worker) run(t *task) {
 	}
 	w.c.TasksRun++
 	t.job.run(w)
+	w.c.Completed++
 	w.tick++
 	if w.sinceLook++; w.sinceLook >= w.interval {
 		w.tune()
@@ -451,6 +457,7 @@ func (w *Worker) run(t *task) {
 func (w *Worker) call(fn func(*Worker)) {
 	defer func() {
 		if r := recover(); r != nil {
+			w.c.Panicked++
 			w.pool.taskPanicked(r, debug.Stack())
 		}
 	}()

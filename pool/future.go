@@ -1,0 +1,174 @@
+package pool
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+)
+
+// Target is where Async, Run and Join send work: a *Pool (any node, as
+// Submit), a Node (one node, soft or strict, as Node.Submit) or a *Worker
+// (the calling task's own worker, as Spawn; only from that task).
+type Target interface {
+	// queue queues t there, or returns why it cannot.
+	queue(t *task) error
+	// scheduler is the pool.
+	scheduler() *sched
+}
+
+func (p *Pool) queue(t *task) error {
+	if p.state.Load() != running {
+		return ErrClosed
+	}
+	return p.push(context.Background(), p.nextGroup(), t, true)
+}
+
+func (p *Pool) scheduler() *sched { return p.sched }
+
+func (n Node) queue(t *task) error {
+	if n.err != nil {
+		return n.err
+	}
+	if n.p.state.Load() != running {
+		return ErrClosed
+	}
+	t.home = n.home()
+	return n.p.push(context.Background(), n.g, t, true)
+}
+
+func (n Node) scheduler() *sched { return n.p }
+
+func (w *Worker) queue(t *task) error {
+	w.owner.check("Spawn")
+	w.spawn(t)
+	return nil
+}
+
+func (w *Worker) scheduler() *sched { return w.pool }
+
+// Future is the result of a function run on the pool by Async: its value
+// and error, once it has run. Wait for it with Wait or WaitCtx, or select
+// on Done. Waiting from inside one of the pool's tasks runs other tasks
+// meanwhile (as Join does); from outside the pool it spins briefly before
+// it blocks, so a result that is nearly ready costs no thread wake-up.
+//
+// The function's panic is returned as a *PanicError. If a Shutdown gives
+// up before the function started, the error wraps ErrAbandoned.
+type Future[T any] struct {
+	task
+	fn   func(*Worker) (T, error)
+	val  T
+	err  error
+	done atomic.Bool   // set once val and err are final
+	ch   chan struct{} // closed when done is set
+	p    *sched
+}
+
+// Async runs fn on the target and returns its Future at once. If the
+// target refuses the work (the pool is closed, the node unknown), the
+// Future is done with that error.
+func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
+	if fn == nil {
+		panic("pool: Async of a nil function")
+	}
+	f := &Future[T]{task: task{home: -1}, fn: fn, ch: make(chan struct{}), p: on.scheduler()}
+	f.job = f
+	if err := on.queue(&f.task); err != nil {
+		f.finish(*new(T), err)
+	}
+	return f
+}
+
+// Run runs fn on the target and waits for its value and error: Async and
+// Wait in one call. On the calling task's own worker it simply calls fn
+// (panics still come back as a *PanicError).
+func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
+	if w, ok := on.(*Worker); ok {
+		if fn == nil {
+			panic("pool: Run of a nil function")
+		}
+		w.owner.check("Run")
+		var v T
+		var err error
+		if perr := catch(w, func(w *Worker) { v, err = fn(w) }); perr != nil {
+			return v, perr
+		}
+		return v, err
+	}
+	return Async(on, fn).Wait()
+}
+
+func (f *Future[T]) run(w *Worker) {
+	var v T
+	var err error
+	if perr := catch(w, func(w *Worker) { v, err = f.fn(w) }); perr != nil {
+		err = perr
+	}
+	f.finish(v, err)
+}
+
+func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
+
+func (f *Future[T]) finish(v T, err error) {
+	f.val, f.err = v, err
+	f.fn = nil
+	f.done.Store(true) // publishes val and err to isDone's readers
+	close(f.ch)        // and to Done's
+}
+
+func (f *Future[T]) isDone() bool { return f.done.Load() }
+
+// Done returns a channel closed when the result is ready.
+func (f *Future[T]) Done() <-chan struct{} { return f.ch }
+
+// Wait waits for the result and returns it; it may be called any number
+// of times, from any goroutine.
+func (f *Future[T]) Wait() (T, error) {
+	if !f.done.Load() {
+		if w := f.p.workerOf(); w != nil {
+			w.helpUntil(f.isDone)
+		} else if !spinUntil(f.isDone) {
+			<-f.ch
+		}
+	}
+	return f.val, f.err
+}
+
+// WaitCtx is Wait that gives up when ctx is done, returning ctx.Err();
+// the function still runs (or keeps running) and the Future completes
+// later.
+func (f *Future[T]) WaitCtx(ctx context.Context) (T, error) {
+	if !f.done.Load() {
+		if w := f.p.workerOf(); w != nil {
+			w.helpUntil(func() bool { return f.done.Load() || ctx.Err() != nil })
+		} else {
+			select {
+			case <-f.ch:
+			case <-ctx.Done():
+			}
+		}
+		if !f.done.Load() {
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+	return f.val, f.err
+}
+
+// outsideSpins is how many times a waiter outside the pool looks at a
+// result, yielding in between, before it blocks on a channel.
+const outsideSpins = 64
+
+// spinUntil looks at done a few times, yielding the processor in between,
+// and reports whether it became true: a result a worker is about to
+// finish is then taken without parking the waiter (and waking a thread
+// for it later).
+func spinUntil(done func() bool) bool {
+	for range outsideSpins {
+		if done() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return done()
+}

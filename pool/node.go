@@ -1,0 +1,83 @@
+package pool
+
+import "context"
+
+// Node is one NUMA node of a pool as a place to send work: p.Node(id).
+// It has the pool's submission methods, and is a Target for Async, Run
+// and Join.
+//
+// The preference is soft by default: the task is queued in the node's
+// shard and runs on the node's workers, but when they are busy and
+// another node's workers idle, those may take it. Strict() keeps it on
+// the node: it waits in the node's pinned shard, which other nodes'
+// workers do not read.
+//
+// A Node for an ID the pool has no worker group for returns an error
+// wrapping ErrUnknownNode from every method (Err says so at once).
+// A Node is a small value; make one per call or keep it.
+type Node struct {
+	p      *sched
+	g      *group // nil for an unknown node
+	strict bool
+	err    error
+}
+
+// Node returns the node with the given OS ID. Worker has no Node method
+// (Worker.Node is the worker's own node ID): from inside a task use
+// w.Pool().Node(id).
+func (p *Pool) Node(id int) Node {
+	g, err := p.groupOf(id)
+	return Node{p: p.sched, g: g, err: err}
+}
+
+// Strict returns the node with the preference made hard: work sent to it
+// runs only on its workers.
+func (n Node) Strict() Node {
+	n.strict = true
+	return n
+}
+
+// ID returns the node's OS ID (-1 for the group of CPUs on no node).
+func (n Node) ID() int {
+	if n.g == nil {
+		return -1
+	}
+	return n.g.node.ID
+}
+
+// Err returns the error every method of an unknown node returns, or nil.
+func (n Node) Err() error { return n.err }
+
+// Submit queues fn on the node; with WithShardBound it waits while the
+// node's queue is full. It returns ErrClosed once intake has closed.
+func (n Node) Submit(fn func(*Worker)) error {
+	return n.submit(context.Background(), fn, true)
+}
+
+// TrySubmit is Submit that returns ErrFull instead of waiting for room.
+func (n Node) TrySubmit(fn func(*Worker)) error {
+	return n.submit(context.Background(), fn, false)
+}
+
+// SubmitCtx is Submit that gives up waiting for room when ctx is done.
+func (n Node) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
+	return n.submit(ctx, fn, true)
+}
+
+func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
+	if fn == nil {
+		panic("pool: Node.Submit of a nil function")
+	}
+	if n.err != nil {
+		return n.err
+	}
+	return n.p.submit(ctx, n.g, fn, n.home(), wait)
+}
+
+// home is the task's home for the node: its group if strict.
+func (n Node) home() int32 {
+	if n.strict {
+		return int32(n.g.index)
+	}
+	return -1
+}
