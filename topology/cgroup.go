@@ -59,11 +59,11 @@ func (r *reader) readAllowed(t *Topology) {
 // narrow returns have ∩ by, or have with a note when that leaves nothing.
 func (r *reader) narrow(have, by CPUSet, file, what string) CPUSet {
 	if by.IsEmpty() {
-		r.note("%s is empty: ignored", file)
+		r.note("%s is \"\" (empty): ignored", file)
 		return have
 	}
 	if !have.Intersects(by) {
-		r.note("%s allows %ss %s, none of them among %s: ignored", file, what, by, have)
+		r.note("%s allows %ss %s, none of them among %s: ignored", file, what, by.short(), have.short())
 		return have
 	}
 	return have.And(by)

@@ -234,6 +234,9 @@ func (s CPUSet) String() string {
 	return b.String()
 }
 
+// short is String cut to the length errors and notes quote.
+func (s CPUSet) short() string { return shorten(s.String()) }
+
 // MarshalJSON encodes s as a sorted array of integers, the form the
 // fixtures' expected.json uses.
 func (s CPUSet) MarshalJSON() ([]byte, error) {

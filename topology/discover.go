@@ -80,7 +80,7 @@ func addMachineInfo(t *Topology) {
 func narrowToAffinity(t *Topology, aff CPUSet) (*Topology, error) {
 	allowed := t.Allowed.And(aff)
 	if allowed.IsEmpty() {
-		return nil, fmt.Errorf("%w: affinity mask %s has no online allowed CPU (allowed %s)", ErrTopology, aff, t.Allowed)
+		return nil, fmt.Errorf("%w: affinity mask %s has no online allowed CPU (allowed %s)", ErrTopology, aff.short(), t.Allowed.short())
 	}
 	t.Allowed = allowed
 	t.restrict()

@@ -288,7 +288,7 @@ func TestOddMachines(t *testing.T) {
 			set(f, node+"online", "4-5\n")
 		}, func(t *testing.T, topo *Topology, err error) {
 			ok(t, err)
-			if len(topo.Nodes) != 1 || !noted(topo, "sys/devices/system/node lists", `"4-5"`) {
+			if len(topo.Nodes) != 1 || !noted(topo, node+"online", `"4-5"`, "no nodeN directory") {
 				t.Errorf("nodes %+v, notes %q: want one node and a note naming the listed nodes", topo.Nodes, topo.Degraded)
 			}
 		}},

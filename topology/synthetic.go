@@ -152,10 +152,10 @@ func explicitSpec(spec string, real *Topology) ([][]int, error) {
 			return nil, fmt.Errorf("%w %s: node %d has no CPU", ErrSpec, quote(spec), i)
 		}
 		if dup := set.And(seen); !dup.IsEmpty() {
-			return nil, fmt.Errorf("%w %s: CPUs %s are in more than one node", ErrSpec, quote(spec), dup)
+			return nil, fmt.Errorf("%w %s: CPUs %s are in more than one node", ErrSpec, quote(spec), dup.short())
 		}
 		if bad := set.AndNot(real.Allowed); !bad.IsEmpty() {
-			return nil, fmt.Errorf("%w %s: CPUs %s are not allowed here (allowed: %s)", ErrSpec, quote(spec), bad, real.Allowed)
+			return nil, fmt.Errorf("%w %s: CPUs %s are not allowed here (allowed: %s)", ErrSpec, quote(spec), bad.short(), real.Allowed.short())
 		}
 		seen = seen.Or(set)
 		nodes = append(nodes, set.List())

@@ -136,7 +136,7 @@ func (r *reader) note(format string, args ...any) {
 func (r *reader) finishNotes() []string {
 	for _, n := range r.perCPU {
 		if n.cpus.Len() > 1 {
-			r.notes[n.at] = fmt.Sprintf("CPUs %s: %s", n.cpus, n.text)
+			r.notes[n.at] = fmt.Sprintf("CPUs %s: %s", n.cpus.short(), n.text)
 		}
 	}
 	return r.notes

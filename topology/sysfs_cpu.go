@@ -45,12 +45,12 @@ func (r *reader) readCPUs(t *Topology) error {
 	}
 	if t.Online.IsEmpty() {
 		if haveOnline {
-			return fmt.Errorf("%w: %s/online is %s: none of the CPUs with a cpuN directory (%s) is online", ErrTopology, cpuDir, quote(onlineText), NewCPUSet(ids...))
+			return fmt.Errorf("%w: %s/online is %s: none of the CPUs with a cpuN directory (%s) is online", ErrTopology, cpuDir, quote(onlineText), NewCPUSet(ids...).short())
 		}
-		return fmt.Errorf("%w: %s/cpuN/online says 0 for every CPU with a cpuN directory (%s)", ErrTopology, cpuDir, NewCPUSet(ids...))
+		return fmt.Errorf("%w: %s/cpuN/online says 0 for every CPU with a cpuN directory (%s)", ErrTopology, cpuDir, NewCPUSet(ids...).short())
 	}
 	if missing := t.Online.AndNot(withTopology); !missing.IsEmpty() {
-		r.note("online CPUs %s have no topology directory: their core and package are unknown", missing)
+		r.note("online CPUs %s have no topology directory: their core and package are unknown", missing.short())
 	}
 
 	raws := make([]rawCPU, 0, t.Online.Len())

@@ -28,11 +28,17 @@ func (r *reader) readNodes(t *Topology) {
 		return
 	}
 	t.HasNodeDir = true
-	ids, listedBy := r.listNodes()
+	ids, dirs, listedBy := r.listNodes()
 	hasMemory, haveHasMemory := r.firstCPUSet("memory from each node's meminfo", nodeDir+"/has_memory")
 	listed := ids.List() // every node the kernel lists, in order: the distance rows' columns
+	if gone := ids.AndNot(dirs); !gone.IsEmpty() {
+		r.note("%s lists nodes %s that have no nodeN directory: nodes ignored", listedBy, gone.short())
+	}
 	var claimed CPUSet
 	for _, id := range listed {
+		if !dirs.Has(id) {
+			continue
+		}
 		dir := fmt.Sprintf("%s/node%d", nodeDir, id)
 		before := r.noted
 		cpus, found := r.firstCPUSet("node ignored", dir+"/cpumap", dir+"/cpulist")
@@ -43,7 +49,7 @@ func (r *reader) readNodes(t *Topology) {
 			continue
 		}
 		if cpus.Intersects(claimed) {
-			r.note("node %d lists CPUs %s that an earlier node has: node ignored", id, cpus.And(claimed))
+			r.note("node %d lists CPUs %s that an earlier node has: node ignored", id, cpus.And(claimed).short())
 			continue
 		}
 		claimed = claimed.Or(cpus)
@@ -56,7 +62,7 @@ func (r *reader) readNodes(t *Topology) {
 		t.Nodes = append(t.Nodes, n)
 	}
 	if len(t.Nodes) == 0 {
-		r.note("%s lists nodes %s (%s) but none could be read: one node 0 with every CPU", nodeDir, ids, listedBy)
+		r.note("%s lists nodes %s but none could be read: one node 0 with every CPU", listedBy, ids.short())
 		r.singleNode(t)
 		return
 	}
@@ -67,8 +73,13 @@ func (r *reader) readNodes(t *Topology) {
 
 // listNodes returns the nodes node/online lists, or when that file is
 // missing, empty, unreadable or malformed those that have a nodeN
-// directory; by says which.
-func (r *reader) listNodes() (ids CPUSet, by string) {
+// directory; by says which. dirs are the nodes that have a directory.
+func (r *reader) listNodes() (ids, dirs CPUSet, by string) {
+	list, err := r.numberedEntries(nodeDir, "node")
+	if err != nil {
+		r.note("%v: no node listed", err)
+	}
+	dirs = NewCPUSet(list...)
 	p := nodeDir + "/online"
 	const instead = "nodes taken from the nodeN directories"
 	if b, ok := r.optional(p); ok {
@@ -79,14 +90,10 @@ func (r *reader) listNodes() (ids CPUSet, by string) {
 		case set.IsEmpty():
 			r.note("%s is %s: %s", p, quote(clean(b)), instead)
 		default:
-			return set, "online is " + quote(clean(b))
+			return set, dirs, p + " (" + quote(clean(b)) + ")"
 		}
 	}
-	list, err := r.numberedEntries(nodeDir, "node")
-	if err != nil {
-		r.note("%v: no node listed", err)
-	}
-	return NewCPUSet(list...), "from the nodeN directories"
+	return dirs, dirs, "the nodeN directories of " + nodeDir
 }
 
 // nodeMemory reads MemTotal from a node's meminfo (or /proc/meminfo), -1
@@ -272,7 +279,7 @@ func (r *reader) finishNodes(t *Topology) {
 		}
 	}
 	if none := t.Online.AndNot(nodeCPUs(t)); !none.IsEmpty() && t.HasNodeDir {
-		r.note("online CPUs %s belong to no listed node", none)
+		r.note("online CPUs %s belong to no listed node", none.short())
 	}
 	t.Clusters = deleteCoinciding(t, t.Clusters)
 }

@@ -203,17 +203,17 @@ func (t *Topology) Check() error {
 		return fmt.Errorf("%w: no online CPU", ErrTopology)
 	}
 	if t.Allowed.IsEmpty() {
-		return fmt.Errorf("%w: no allowed CPU among online CPUs %s", ErrTopology, t.Online)
+		return fmt.Errorf("%w: no allowed CPU among online CPUs %s", ErrTopology, t.Online.short())
 	}
 	var seen CPUSet
 	for _, n := range t.Nodes {
 		if n.CPUs.Intersects(seen) {
-			return fmt.Errorf("%w: node %d shares CPUs %s with another node", ErrTopology, n.ID, n.CPUs.And(seen))
+			return fmt.Errorf("%w: node %d shares CPUs %s with another node", ErrTopology, n.ID, n.CPUs.And(seen).short())
 		}
 		seen = seen.Or(n.CPUs)
 	}
 	if !t.Allowed.IsSubsetOf(t.Online) {
-		return fmt.Errorf("%w: allowed CPUs %s are not online", ErrTopology, t.Allowed.AndNot(t.Online))
+		return fmt.Errorf("%w: allowed CPUs %s are not online", ErrTopology, t.Allowed.AndNot(t.Online).short())
 	}
 	return nil
 }
