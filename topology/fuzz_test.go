@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -29,21 +27,6 @@ type fuzzTree struct {
 	dirs  map[string]bool
 }
 
-// indexedFS is a MapFS that knows its directories, so that opening a
-// file that does not exist costs a lookup rather than a look through
-// every file (MapFS's way of finding out whether it is a directory).
-type indexedFS struct {
-	files fstest.MapFS
-	dirs  map[string]bool
-}
-
-func (f indexedFS) Open(name string) (fs.File, error) {
-	if _, ok := f.files[name]; !ok && !f.dirs[name] {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	return f.files.Open(name)
-}
-
 var fuzzTrees = sync.OnceValues(func() ([]fuzzTree, error) {
 	var out []fuzzTree
 	for _, name := range fuzzFixtures {
@@ -51,13 +34,7 @@ var fuzzTrees = sync.OnceValues(func() ([]fuzzTree, error) {
 		if err != nil {
 			return nil, err
 		}
-		dirs := map[string]bool{".": true}
-		for name := range fsys {
-			for d := path.Dir(name); d != "."; d = path.Dir(d) {
-				dirs[d] = true
-			}
-		}
-		out = append(out, fuzzTree{fs: fsys, names: slices.Sorted(maps.Keys(fsys)), dirs: dirs})
+		out = append(out, fuzzTree{fs: fsys, names: slices.Sorted(maps.Keys(fsys)), dirs: newIndexedFS(fsys).dirs})
 	}
 	return out, nil
 })

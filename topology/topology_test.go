@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // twoNodeFS is a small machine: 2 nodes of 2 CPUs, CPU 4 offline, node 2
@@ -122,40 +123,73 @@ func TestFromFSMissingDistanceFile(t *testing.T) {
 	}
 }
 
+// indexedFS is a MapFS that knows its directories, so that opening or
+// stating a file that does not exist, or a directory, costs a lookup
+// rather than a look through every file (MapFS's way of finding out
+// whether a name is a directory).
+type indexedFS struct {
+	files fstest.MapFS
+	dirs  map[string]bool
+}
+
+func newIndexedFS(files fstest.MapFS) indexedFS {
+	dirs := map[string]bool{".": true}
+	for name := range files {
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	return indexedFS{files, dirs}
+}
+
+func (f indexedFS) Open(name string) (fs.File, error) {
+	if _, ok := f.files[name]; !ok && !f.dirs[name] {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return f.files.Open(name)
+}
+
+func (f indexedFS) Stat(name string) (fs.FileInfo, error) {
+	if f.dirs[name] {
+		return dirInfo(path.Base(name)), nil
+	}
+	if _, ok := f.files[name]; !ok {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+	}
+	return f.files.Stat(name)
+}
+
+type dirInfo string
+
+func (d dirInfo) Name() string       { return string(d) }
+func (d dirInfo) Size() int64        { return 0 }
+func (d dirInfo) Mode() fs.FileMode  { return fs.ModeDir | 0o555 }
+func (d dirInfo) ModTime() time.Time { return time.Time{} }
+func (d dirInfo) IsDir() bool        { return true }
+func (d dirInfo) Sys() any           { return nil }
+
 // A 4096-CPU machine: cpulist and cpumap files far longer than a page.
-// The tree is a directory: fstest.MapFS looks through every file to open
-// a directory, which would make the test quadratic.
 func TestFromFSHugeMachine(t *testing.T) {
 	const n = 4096
-	files := map[string]string{
-		"sys/devices/system/cpu/online":  fmt.Sprintf("0-%d\n", n-1),
-		"sys/devices/system/node/online": "0-1\n",
+	f := fstest.MapFS{
+		"sys/devices/system/cpu/online":  {Data: []byte(fmt.Sprintf("0-%d\n", n-1))},
+		"sys/devices/system/node/online": {Data: []byte("0-1\n")},
 	}
 	var even, odd []string
 	for c := range n {
-		files[fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/core_id", c)] = fmt.Sprint(c)
+		f[fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/core_id", c)] = &fstest.MapFile{Data: []byte(fmt.Sprint(c))}
 		if c%2 == 0 {
 			even = append(even, fmt.Sprint(c))
 		} else {
 			odd = append(odd, fmt.Sprint(c))
 		}
 	}
-	files["sys/devices/system/node/node0/cpulist"] = strings.Join(even, ",") + "\n"
-	files["sys/devices/system/node/node1/cpulist"] = strings.Join(odd, ",") + "\n"
-	if len(files["sys/devices/system/node/node0/cpulist"]) <= 4096 {
+	f["sys/devices/system/node/node0/cpulist"] = &fstest.MapFile{Data: []byte(strings.Join(even, ",") + "\n")}
+	f["sys/devices/system/node/node1/cpulist"] = &fstest.MapFile{Data: []byte(strings.Join(odd, ",") + "\n")}
+	if len(f["sys/devices/system/node/node0/cpulist"].Data) <= 4096 {
 		t.Fatal("test file is not longer than a page")
 	}
-	dir := t.TempDir()
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo, err := FromDir(dir)
+	topo, err := FromFS(newIndexedFS(f))
 	if err != nil {
 		t.Fatal(err)
 	}
