@@ -3,12 +3,18 @@ package pool
 import (
 	"fmt"
 	"strings"
+
+	"github.com/numapool/numapool/launch"
+	"github.com/numapool/numapool/topology"
 )
 
 // Explain describes the pool's placement for people, as
 // OMP_DISPLAY_AFFINITY does: the topology it was built on, each node
 // group and its workers with their CPUs and binding, the victim order,
-// and what was degraded and why.
+// and what was degraded and why; then, when something narrowed the
+// process's CPUs, where they came from (launch.Detect: Slurm, Open MPI, a
+// cgroup cpuset, an affinity mask) and a warning for each setting of the
+// pool that contradicts it (launch.Info.Warnings).
 func (p *Pool) Explain() string {
 	var b strings.Builder
 	t := p.topo
@@ -51,7 +57,24 @@ func (p *Pool) Explain() string {
 			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
+	p.explainLaunch(&b, launch.Detect())
 	return b.String()
+}
+
+// explainLaunch adds the launcher line and the warnings, if any: nothing
+// for a process that may use every online CPU and was not launched by a
+// launcher it knows.
+func (p *Pool) explainLaunch(b *strings.Builder, info launch.Info) {
+	if info.Launcher != launch.None {
+		fmt.Fprintf(b, "launcher: %s\n", info)
+	}
+	bound := make([]topology.CPUSet, len(p.workers))
+	for i, w := range p.workers {
+		bound[i] = w.bound
+	}
+	for _, w := range info.Warnings(len(p.workers), bound...) {
+		fmt.Fprintf(b, "warning: %s\n", w)
+	}
 }
 
 func boundText(n int) string {
