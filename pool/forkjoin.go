@@ -79,8 +79,8 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	w.pool.idle.notify(w.group.index)
 	errA := catch(w, a)
 	if w.joinSlot.CompareAndSwap(jt, nil) {
-		if w.pool.state.Load() == aborting {
-			w.pool.drop(&jt.task) // b never started: Shutdown gave up
+		if w.pool.aborted() {
+			w.pool.drop(&jt.task, true) // b never started: Shutdown gave up
 		} else {
 			w.c.TasksRun++ // nobody took b: run it here
 			jt.js.run(w)
@@ -128,10 +128,10 @@ func (js *joinState) drop(cause error) {
 func (w *Worker) helpUntil(done func() bool) {
 	idle := 0
 	for !done() {
-		if w.pool.state.Load() == aborting {
+		if w.pool.aborted() {
 			w.endSearch()
-			w.dropLocal()
-			w.pool.dropShards()
+			w.dropLocal(true)
+			w.pool.dropShards(true)
 			idle = max(idle, 32)
 			backOff(&idle)
 			continue
@@ -146,6 +146,7 @@ func (w *Worker) helpUntil(done func() bool) {
 			continue
 		}
 		w.endSearch()
+		w.stopClock()
 		backOff(&idle)
 	}
 	w.endSearch()

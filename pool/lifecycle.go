@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/numapool/numapool/queue"
 )
@@ -98,17 +99,20 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 	if p.onWorker() {
 		return 0, ErrInsideTask
 	}
+	if d, ok := ctx.Deadline(); ok {
+		p.setDeadline(d)
+	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
 		p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err()))
 		<-p.done
-		if p.state.Load() == aborting {
-			err = ctx.Err()
-		}
 	}
 	n := int(p.abandoned.Load())
-	if err == nil && n > 0 {
+	switch {
+	case p.state.Load() == aborting && ctx.Err() != nil:
+		err = ctx.Err() // this Shutdown's deadline (or an earlier one) ended it
+	case n > 0:
 		err = fmt.Errorf("%w: %d tasks: %w", ErrAbandoned, n, p.cause)
 	}
 	return n, err
@@ -137,6 +141,37 @@ func (p *sched) abort(cause error) {
 			p.idle.wakeAll()
 		}
 	})
+}
+
+// setDeadline records a Shutdown's deadline, the earliest of them, so
+// that workers give up at it themselves: the goroutine waiting in
+// Shutdown may wait for a processor while the workers hold them all.
+func (p *sched) setDeadline(d time.Time) {
+	for {
+		old := p.deadline.Load()
+		if old != 0 && old <= d.UnixNano() {
+			return
+		}
+		if p.deadline.CompareAndSwap(old, d.UnixNano()) {
+			return
+		}
+	}
+}
+
+// aborted reports whether the pool is aborting, and moves it there when
+// a Shutdown's deadline has passed while closing. Workers call it between
+// tasks; in a running pool it costs one load.
+func (p *sched) aborted() bool {
+	switch p.state.Load() {
+	case aborting:
+		return true
+	case closing:
+		if d := p.deadline.Load(); d != 0 && time.Now().UnixNano() >= d {
+			p.abort(fmt.Errorf("%w: %w", ErrAbandoned, context.DeadlineExceeded))
+			return p.state.Load() == aborting
+		}
+	}
+	return false
 }
 
 // stop ends the workers at once (New failing under WithStrict).
@@ -176,49 +211,74 @@ func (p *sched) queuedAnywhere() bool {
 	return p.stealableWork()
 }
 
-// workerEnded is called by each worker as it ends; the last one drops
-// what is left, gives the CPUs back and closes done.
+// workerEnded is called by each worker as it ends; the last one counts
+// what is left (nothing, after a drain), gives the CPUs back and closes
+// done, and only then completes the waiters of what is left: Shutdown
+// keeps its deadline however long the backlog (a million queued tasks
+// take tens of milliseconds to walk).
 func (p *sched) workerEnded() {
 	if p.live.Add(-1) != 0 {
 		return
 	}
+	left := 0
 	for _, w := range p.workers {
-		w.dropLocal() // their owners have ended
+		left += w.local.Len() // their owners have ended
+		if w.lifo.Load() != nil {
+			left++
+		}
 	}
-	p.dropShards()
+	for _, g := range p.groups {
+		left += g.queued()
+	}
+	p.abandoned.Add(int64(left))
 	p.claim.release()
 	close(p.done)
+	for _, w := range p.workers {
+		w.dropLocal(false)
+	}
+	p.dropShards(false)
 }
 
-// drop completes t's waiter without running it, and counts it.
-func (p *sched) drop(t *task) {
+// drop completes t's waiter without running it, and counts it if count.
+func (p *sched) drop(t *task, count bool) {
 	t.release()
 	cause := p.cause
 	if cause == nil {
 		cause = ErrAbandoned
 	}
 	t.job.drop(cause)
-	p.abandoned.Add(1)
+	if count {
+		p.abandoned.Add(1)
+	}
 }
 
-// dropShards drops every task in every node's shards.
-func (p *sched) dropShards() {
+// dropShards drops every task in every node's shards, a segment at a
+// time.
+func (p *sched) dropShards(count bool) {
+	batch := make([]*task, 0, 256)
 	for _, g := range p.groups {
 		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
-			for t, ok := q.Pop(); ok; t, ok = q.Pop() {
-				p.drop(t)
+			for {
+				batch = q.PopN(batch[:0], cap(batch))
+				if len(batch) == 0 {
+					break
+				}
+				for _, t := range batch {
+					p.drop(t, count)
+				}
 			}
 		}
 	}
 }
 
-// dropLocal drops the tasks in w's LIFO slot and run queue. Only w's
-// goroutine may call it, or anyone once w has ended.
-func (w *Worker) dropLocal() {
+// dropLocal drops the tasks in w's LIFO slot and run queue, counting
+// them if count. Only w's goroutine may call it, or anyone once w has
+// ended.
+func (w *Worker) dropLocal(count bool) {
 	if t := w.lifo.Swap(nil); t != nil {
-		w.pool.drop(t)
+		w.pool.drop(t, count)
 	}
 	for t, ok := w.local.Pop(); ok; t, ok = w.local.Pop() {
-		w.pool.drop(t)
+		w.pool.drop(t, count)
 	}
 }

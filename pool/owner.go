@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 )
 
 // ownerID is the goroutine of a worker, so that a Worker used from another
@@ -17,17 +18,16 @@ import (
 // runs only in race-enabled builds.
 type ownerID struct {
 	g uintptr // set by the worker's goroutine before it runs a task
+	// ended is set as the worker's goroutine ends: the runtime reuses a
+	// g for later goroutines, so g alone no longer names the worker.
+	ended atomic.Bool
 }
 
 func (o *ownerID) set() { o.g = gid() }
 
-// is reports whether the calling goroutine is the owner. It is exact on
-// every platform; use it off the hot path.
-func (o *ownerID) is() bool { return gid() == o.g }
-
 // check panics when the calling goroutine is not the owner.
 func (o *ownerID) check(method string) {
-	if (cheapGID || raceEnabled) && gid() != o.g {
+	if (cheapGID || raceEnabled) && (gid() != o.g || o.ended.Load()) {
 		panic(fmt.Sprintf("pool: Worker.%s called from a goroutine that is not running a task on that worker; a *Worker is valid only inside the task it was passed to", method))
 	}
 }
@@ -47,7 +47,12 @@ func goid() uint64 {
 
 // workerOf returns the worker whose goroutine is calling, or nil when the
 // caller is not one of p's workers.
-func (p *sched) workerOf() *Worker { return p.byG[gid()] }
+func (p *sched) workerOf() *Worker {
+	if w := p.byG[gid()]; w != nil && !w.owner.ended.Load() {
+		return w
+	}
+	return nil
+}
 
 // onWorker reports whether the calling goroutine is one of p's workers.
 func (p *sched) onWorker() bool { return p.workerOf() != nil }

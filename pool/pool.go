@@ -81,6 +81,7 @@ type sched struct {
 	closeOnce sync.Once
 	abortOnce sync.Once
 	cause     error         // why work is dropped; set before aborting is stored
+	deadline  atomic.Int64  // the earliest Shutdown deadline, Unix ns; 0: none
 	intake    chan struct{} // closed when intake closes
 	live      atomic.Int32  // workers not yet ended
 	done      chan struct{} // closed by the last worker to end

@@ -44,11 +44,16 @@ type Worker struct {
 	// Fairness: every interval tasks the next look starts at the node's
 	// shards (lookShard); interval is tuned from the mean task time.
 	tick      uint32 // tasks run
-	sinceLook uint32 // tasks run since lookStart
+	sinceLook uint32 // tasks run since the last look
 	interval  uint32
 	lookShard bool
 	meanTask  float64 // EWMA of task duration, ns
-	lookStart time.Time
+	// The task clock: busy time since the last look, running only while
+	// the worker has tasks (started at the first task after an idle
+	// spell, stopped when it runs out).
+	busy      time.Duration
+	busySince time.Time
+	clockOn   bool
 	lifoRuns  int
 	batch     []*task
 	// pinnedFirst alternates which of the node's shards is read first.
@@ -152,9 +157,9 @@ func (w *Worker) main(placed chan<- error) {
 		w.bound = cpus
 	}
 	placed <- err
-	w.restartClock(time.Now())
 	w.loop()
 	w.publish()
+	w.owner.ended.Store(true)
 	if th != nil {
 		_ = th.RestoreMask()
 	}
@@ -164,12 +169,13 @@ func (w *Worker) main(placed chan<- error) {
 func (w *Worker) loop() {
 	p := w.pool
 	for {
-		if p.state.Load() == aborting {
-			w.dropLocal()
+		if p.aborted() {
+			w.dropLocal(true)
 			return
 		}
 		t := w.next()
 		if t == nil {
+			w.stopClock()
 			t = w.search()
 		}
 		if t == nil && w.searching {
@@ -261,12 +267,13 @@ func (w *Worker) fromPinned() *task {
 // tune sets the fairness interval so that about targetLookEvery of work
 // passes between looks at the shard (Tokio's self-tuning), from the mean
 // time of the tasks run since the last look, and asks for a look. The
-// clock counts tasks, not turns of the loop, and restarts after a park
-// (restartClock), so neither searching nor sleeping reads as task time.
+// clock counts tasks, not turns of the loop, and runs only while the
+// worker has tasks, so neither searching nor sleeping reads as task time
+// (Tokio's stats.rs measures batches of polls the same way).
 func (w *Worker) tune() {
 	now := time.Now()
-	elapsed, tasks := now.Sub(w.lookStart), w.sinceLook
-	w.restartClock(now)
+	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
+	w.busy, w.busySince, w.sinceLook = 0, now, 0
 	w.lookShard = true
 	if w.pool.cfg.interval > 0 || tasks == 0 {
 		return
@@ -281,10 +288,12 @@ func (w *Worker) tune() {
 	w.interval = min(max(n, 2), 127)
 }
 
-// restartClock starts a new measurement of task time at now.
-func (w *Worker) restartClock(now time.Time) {
-	w.lookStart = now
-	w.sinceLook = 0
+// stopClock stops the task clock: the worker has run out of tasks.
+func (w *Worker) stopClock() {
+	if w.clockOn {
+		w.busy += time.Since(w.busySince)
+		w.clockOn = false
+	}
 }
 
 // fromShard takes tasks from group g's shard into the local queue and
@@ -440,6 +449,9 @@ func (w *Worker) run(t *task) {
 			w.pool.idle.notify(w.group.index)
 		}
 	}
+	if !w.clockOn {
+		w.busySince, w.clockOn = time.Now(), true
+	}
 	w.c.TasksRun++
 	t.job.run(w)
 	w.c.Completed++
@@ -504,12 +516,10 @@ func (w *Worker) park() bool {
 		}
 		if !p.idle.isParked(w) {
 			w.searching = true // notify counted this worker as searching
-			w.restartClock(time.Now())
 			return true
 		}
 		if p.state.Load() == closing {
 			p.idle.unparkSelf(w) // Close woke everyone: look once more
-			w.restartClock(time.Now())
 			return true
 		}
 		// A stale token: sleep again.
