@@ -1,0 +1,557 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The life-cycle test drives a pool with random scripts: client
+// goroutines submit in every way the API offers, wait on groups and
+// loops, and at random points close the pool or shut it down with a short
+// deadline, some from inside tasks. Whatever the interleaving, every call
+// returns, every accepted unit of work runs once or is counted abandoned,
+// and the pool leaves no goroutine or thread behind.
+//
+// A failing round prints its seed; NUMAPOOL_LIFECYCLE_SEED=<seed> replays
+// that round alone (the schedule differs run to run, the script does not).
+
+const lifecycleSeedEnv = "NUMAPOOL_LIFECYCLE_SEED"
+
+// lcBound is how long any call of a round may take.
+const lcBound = 10 * time.Second
+
+// unitKind says how a unit of work was accepted, which decides how its
+// fate is checked.
+type unitKind uint8
+
+const (
+	// plain: known to be accepted (Submit returned nil, Spawn, Go on a
+	// Worker.Group); if it did not run, the pool counted it abandoned.
+	plain unitKind = iota + 1
+	// refused: a submission that returned an error; it must never run.
+	refused
+	// poolGroup: Go on a Pool.Group, which submits and may be refused
+	// without telling the caller; it runs at most once.
+	poolGroup
+	// joinB: the b side of a Join; it runs, or Join says it was abandoned.
+	joinB
+)
+
+const maxUnits = 1 << 16
+
+// lcRound is one seeded round.
+type lcRound struct {
+	seed  uint64
+	p     *Pool
+	nodes []int
+	runs  []atomic.Int32
+	kinds []unitKind // written by the goroutine that made the unit, before it is handed out
+	next  atomic.Int64
+
+	mu       sync.Mutex
+	problems []string
+	loops    []*lcLoop
+	joins    []lcJoin
+	groups   []lcGroup
+	exits    []lcExit
+}
+
+type lcLoop struct {
+	what string
+	runs []atomic.Int32
+	err  error
+}
+
+type lcJoin struct {
+	b   int
+	err error
+}
+
+type lcGroup struct {
+	what string
+	ids  []int
+	err  error
+}
+
+type lcExit struct {
+	what   string
+	inside bool
+	n      int
+	err    error
+}
+
+func (r *lcRound) problem(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.problems) < 20 {
+		r.problems = append(r.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// unit allocates a unit of work of kind k.
+func (r *lcRound) unit(k unitKind) int {
+	id := int(r.next.Add(1) - 1)
+	if id >= maxUnits {
+		panic("lifecycle: script made too many units")
+	}
+	r.kinds[id] = k
+	return id
+}
+
+// taskPlan is what a task does when it runs, fixed when it is made so
+// that a seed replays the same script.
+type taskPlan struct {
+	seed  uint64
+	depth int
+}
+
+// task returns the function of unit id.
+func (r *lcRound) task(id int, plan taskPlan) func(*Worker) {
+	return func(w *Worker) {
+		if n := r.runs[id].Add(1); n > 1 {
+			r.problem("unit %d ran %d times", id, n)
+		}
+		rng := rand.New(rand.NewPCG(plan.seed, uint64(id)))
+		if d := rng.IntN(4); d > 0 {
+			spinFor(time.Duration(d) * 5 * time.Microsecond)
+		}
+		if plan.depth >= 2 {
+			return
+		}
+		child := func() taskPlan { return taskPlan{seed: rng.Uint64(), depth: plan.depth + 1} }
+		switch x := rng.IntN(100); {
+		case x < 35: // spawn children
+			for range rng.IntN(4) {
+				cid := r.unit(plain)
+				w.Spawn(r.task(cid, child()))
+			}
+		case x < 45: // fork-join
+			bid := r.unit(joinB)
+			err := w.Join(func(*Worker) { spinFor(2 * time.Microsecond) }, func(*Worker) {
+				if n := r.runs[bid].Add(1); n > 1 {
+					r.problem("Join's b (unit %d) ran %d times", bid, n)
+				}
+			})
+			r.mu.Lock()
+			r.joins = append(r.joins, lcJoin{bid, err})
+			r.mu.Unlock()
+		case x < 55: // a group inside the task
+			g := w.Group(context.Background())
+			var ids []int
+			for range 1 + rng.IntN(4) {
+				gid := r.unit(plain)
+				ids = append(ids, gid)
+				fn := r.task(gid, child())
+				g.Go(func(w *Worker) error { fn(w); return nil })
+			}
+			err := g.Wait()
+			r.mu.Lock()
+			r.groups = append(r.groups, lcGroup{"Worker.Group", ids, err})
+			r.mu.Unlock()
+		case x < 62 && plan.depth == 0: // a loop inside the task
+			l := &lcLoop{what: "w.ParallelFor", runs: make([]atomic.Int32, 1+rng.IntN(200))}
+			l.err = w.ParallelFor(len(l.runs), rng.IntN(9), l.body)
+			r.mu.Lock()
+			r.loops = append(r.loops, l)
+			r.mu.Unlock()
+		case x < 64: // an exit from inside a task: it cannot wait for itself
+			e := lcExit{inside: true}
+			if rng.IntN(2) == 0 {
+				e.what, e.err = "Close", r.p.Close()
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(5))*time.Millisecond)
+				e.what = "Shutdown"
+				e.n, e.err = r.p.Shutdown(ctx)
+				cancel()
+			}
+			r.mu.Lock()
+			r.exits = append(r.exits, e)
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (l *lcLoop) body(_ *Worker, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		l.runs[i].Add(1)
+	}
+}
+
+// client runs one client's script; op names the call in progress, for
+// the report when one hangs.
+func (r *lcRound) client(c int, op *atomic.Pointer[string]) {
+	rng := rand.New(rand.NewPCG(r.seed, uint64(1000+c)))
+	ops := 2 + rng.IntN(12)
+	exitAt := -1
+	if rng.IntN(3) > 0 {
+		exitAt = rng.IntN(ops)
+	}
+	set := func(format string, args ...any) {
+		s := fmt.Sprintf("client %d op: ", c) + fmt.Sprintf(format, args...)
+		op.Store(&s)
+	}
+	for i := range ops {
+		if i == exitAt {
+			r.exit(rng, set)
+			continue
+		}
+		switch x := rng.IntN(100); {
+		case x < 55:
+			r.submit(rng, set)
+		case x < 70:
+			g := r.p.Group(context.Background())
+			var ids []int
+			n := 1 + rng.IntN(8)
+			set("Pool.Group: Go x%d", n)
+			for range n {
+				id := r.unit(poolGroup)
+				ids = append(ids, id)
+				fn := r.task(id, taskPlan{seed: rng.Uint64()})
+				g.Go(func(w *Worker) error { fn(w); return nil })
+			}
+			set("Pool.Group.Wait (%d tasks)", n)
+			err := g.Wait()
+			r.mu.Lock()
+			r.groups = append(r.groups, lcGroup{"Pool.Group", ids, err})
+			r.mu.Unlock()
+		case x < 85:
+			l := &lcLoop{what: "ParallelFor", runs: make([]atomic.Int32, 1+rng.IntN(500))}
+			grain := rng.IntN(17)
+			set("ParallelFor(%d, %d)", len(l.runs), grain)
+			l.err = r.p.ParallelFor(len(l.runs), grain, l.body)
+			r.mu.Lock()
+			r.loops = append(r.loops, l)
+			r.mu.Unlock()
+		default:
+			// a burst of submissions
+			for range 1 + rng.IntN(20) {
+				r.submit(rng, set)
+			}
+		}
+	}
+	set("done")
+}
+
+// submit submits one task in one of the five ways.
+func (r *lcRound) submit(rng *rand.Rand, set func(string, ...any)) {
+	id := r.unit(plain)
+	fn := r.task(id, taskPlan{seed: rng.Uint64()})
+	node := r.nodes[rng.IntN(len(r.nodes))]
+	var err error
+	var how string
+	switch rng.IntN(5) {
+	case 0:
+		how = "Submit"
+		set(how)
+		err = r.p.Submit(fn)
+	case 1:
+		how = fmt.Sprintf("SubmitTo(%d)", node)
+		set(how)
+		err = r.p.SubmitTo(node, fn)
+	case 2:
+		how = fmt.Sprintf("SubmitToStrict(%d)", node)
+		set(how)
+		err = r.p.SubmitToStrict(node, fn)
+	case 3:
+		how = "TrySubmit"
+		set(how)
+		err = r.p.TrySubmit(fn)
+	default:
+		d := time.Duration(rng.IntN(3)) * time.Millisecond
+		how = fmt.Sprintf("SubmitCtx(%v)", d)
+		set(how)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err = r.p.SubmitCtx(ctx, fn)
+		cancel()
+	}
+	if err != nil {
+		r.kinds[id] = refused
+		ok := errors.Is(err, ErrClosed) || errors.Is(err, ErrFull) && how == "TrySubmit" ||
+			errors.Is(err, context.DeadlineExceeded) && strings.HasPrefix(how, "SubmitCtx")
+		if !ok {
+			r.problem("%s = %v", how, err)
+		}
+	}
+}
+
+// exit closes the pool, or shuts it down with a deadline of 0-5ms.
+func (r *lcRound) exit(rng *rand.Rand, set func(string, ...any)) {
+	var e lcExit
+	if rng.IntN(3) == 0 {
+		e.what = "Close"
+		set("Close")
+		e.err = r.p.Close()
+	} else {
+		d := time.Duration(rng.IntN(6)) * time.Millisecond
+		e.what = fmt.Sprintf("Shutdown(%v)", d)
+		set(e.what)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		e.n, e.err = r.p.Shutdown(ctx)
+		cancel()
+	}
+	r.mu.Lock()
+	r.exits = append(r.exits, e)
+	r.mu.Unlock()
+}
+
+// exitsSoFar lists the exits that have returned, for a hang's report.
+func (r *lcRound) exitsSoFar() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.exits) == 0 {
+		return "no exit had returned"
+	}
+	var out []string
+	for _, e := range r.exits {
+		where := ""
+		if e.inside {
+			where = " inside a task"
+		}
+		out = append(out, fmt.Sprintf("%s%s = %d, %v", e.what, where, e.n, e.err))
+	}
+	return "returned before: " + strings.Join(out, "; ")
+}
+
+// check compares what was accepted with what ran and what the pool
+// counted abandoned. Every client and worker has ended.
+func (r *lcRound) check() {
+	abandoned := int(r.p.Stats().Abandoned)
+	aborted := false
+	for _, e := range r.exits {
+		switch {
+		case e.inside:
+			if !errors.Is(e.err, ErrInsideTask) {
+				r.problem("%s from inside a task = %v, want ErrInsideTask", e.what, e.err)
+			}
+		case e.err == nil:
+		case errors.Is(e.err, context.DeadlineExceeded):
+			aborted = true
+		default:
+			r.problem("%s = %d, %v", e.what, e.n, e.err)
+		}
+		if !e.inside && e.n > abandoned {
+			r.problem("%s reported %d abandoned, Stats says %d", e.what, e.n, abandoned)
+		}
+	}
+	var accepted, ran, plainUnrun, otherUnrun int
+	for id := range int(r.next.Load()) {
+		n := int(r.runs[id].Load())
+		if n > 1 {
+			r.problem("unit %d ran %d times", id, n)
+		}
+		switch r.kinds[id] {
+		case plain:
+			accepted++
+			ran += n
+			if n == 0 {
+				plainUnrun++
+			}
+		case refused:
+			if n != 0 {
+				r.problem("unit %d was refused, yet ran", id)
+			}
+		case poolGroup, joinB:
+			if n == 0 {
+				otherUnrun++
+			}
+		}
+	}
+	abandonedErr := func(what string, err error) {
+		if !errors.Is(err, ErrAbandoned) || !errors.Is(err, context.DeadlineExceeded) {
+			r.problem("%s = %v; work was dropped: want an error wrapping ErrAbandoned and DeadlineExceeded", what, err)
+		}
+	}
+	for _, l := range r.loops {
+		unrun := 0
+		for i := range l.runs {
+			switch l.runs[i].Load() {
+			case 0:
+				unrun++
+			case 1:
+			default:
+				r.problem("%s over %d: index %d ran %d times", l.what, len(l.runs), i, l.runs[i].Load())
+			}
+		}
+		otherUnrun += unrun
+		switch {
+		case l.err == nil && unrun > 0:
+			r.problem("%s over %d returned nil with %d indexes unrun", l.what, len(l.runs), unrun)
+		case l.err == nil, errors.Is(l.err, ErrClosed) && l.what == "ParallelFor":
+		default:
+			abandonedErr(l.what, l.err)
+		}
+	}
+	for _, j := range r.joins {
+		n := r.runs[j.b].Load()
+		switch {
+		case j.err == nil && n != 1:
+			r.problem("Join returned nil, its b (unit %d) ran %d times", j.b, n)
+		case j.err != nil && n != 0:
+			r.problem("Join's b (unit %d) ran, yet Join = %v", j.b, j.err)
+		case j.err != nil:
+			abandonedErr("Join", j.err)
+		}
+	}
+	for _, g := range r.groups {
+		unrun := 0
+		for _, id := range g.ids {
+			if r.runs[id].Load() == 0 {
+				unrun++
+			}
+		}
+		switch {
+		case g.err == nil && unrun > 0:
+			r.problem("%s.Wait returned nil with %d of %d tasks unrun", g.what, unrun, len(g.ids))
+		case g.err == nil, errors.Is(g.err, ErrClosed) && g.what == "Pool.Group":
+		default:
+			abandonedErr(g.what+".Wait", g.err)
+		}
+	}
+	// Every plain unit that did not run was dropped and counted; what
+	// else the pool counted was a group task, a Join's b or a loop piece
+	// (each piece at least one unrun index).
+	if !aborted && (plainUnrun > 0 || abandoned > 0) {
+		r.problem("no Shutdown gave up, yet %d of %d accepted tasks did not run and %d were counted abandoned", plainUnrun, accepted, abandoned)
+	}
+	if abandoned < plainUnrun {
+		r.problem("%d accepted, %d ran: %d lost (Stats().Abandoned = %d)", accepted, ran, plainUnrun-abandoned, abandoned)
+	}
+	if abandoned > plainUnrun+otherUnrun {
+		r.problem("Stats().Abandoned = %d, but only %d plain tasks and at most %d other pieces of work went unrun", abandoned, plainUnrun, otherUnrun)
+	}
+}
+
+// play runs the round and returns what went wrong.
+func (r *lcRound) play(t *testing.T) []string {
+	rng := rand.New(rand.NewPCG(r.seed, 0))
+	var opts []Option
+	layout := []string{"", "2x2", "2x1"}[rng.IntN(3)]
+	if layout != "" {
+		opts = append(opts, WithSpec(layout))
+	}
+	if rng.IntN(3) == 0 {
+		opts = append(opts, WithShardBound(1+rng.IntN(32)))
+	}
+	opts = append(opts, WithPanicHandler(func(v any, _ []byte) { r.problem("a task panicked: %v", v) }))
+	p, err := newPool(append(opts, WithoutEnv()), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return []string{err.Error()}
+	}
+	r.p, r.nodes = p, p.Nodes()
+	r.runs = make([]atomic.Int32, maxUnits)
+	r.kinds = make([]unitKind, maxUnits)
+	clients := 1 + rng.IntN(4)
+	desc := fmt.Sprintf("layout %q, %d workers, %d clients", specName(layout), p.Workers(), clients)
+
+	ops := make([]atomic.Pointer[string], clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.client(c, &ops[c])
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	timer := time.NewTimer(lcBound)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		var hung []string
+		for c := range ops {
+			if s := ops[c].Load(); s != nil && !strings.HasSuffix(*s, "op: done") {
+				hung = append(hung, *s)
+			}
+		}
+		return []string{fmt.Sprintf("%s: hung for %v in: %s (%s)", desc, lcBound, strings.Join(hung, "; "), r.exitsSoFar())}
+	}
+	// The last exit, from outside, waits for the workers.
+	final := "Close"
+	var finalN int
+	var finalErr error
+	finished := make(chan struct{})
+	go func() {
+		if rng.IntN(2) == 0 {
+			final = "final Shutdown(2ms) then Close"
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+			finalN, finalErr = p.Shutdown(ctx)
+			cancel()
+		}
+		_ = p.Close()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(lcBound):
+		return []string{fmt.Sprintf("%s: the %s after the clients did not return within %v (%s)", desc, final, lcBound, r.exitsSoFar())}
+	}
+	if finalErr != nil || finalN != 0 {
+		r.mu.Lock()
+		r.exits = append(r.exits, lcExit{what: "final Shutdown", n: finalN, err: finalErr})
+		r.mu.Unlock()
+	}
+	r.check()
+	if len(r.problems) > 0 {
+		return append([]string{desc}, r.problems...)
+	}
+	return nil
+}
+
+func TestLifecycleRandomInterleavings(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 40
+	}
+	var list []uint64
+	if v := os.Getenv(lifecycleSeedEnv); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: want a seed", lifecycleSeedEnv, v)
+		}
+		list = []uint64{s}
+	} else {
+		for s := range uint64(seeds) {
+			list = append(list, s+1)
+		}
+	}
+	ignore := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	}
+	// A pool's locked worker threads end with its workers. The runtime
+	// keeps idle threads it made meanwhile for other goroutines (about one
+	// per P, plus helpers), so the count may settle a few above the
+	// baseline, but must not grow round after round.
+	baseT := threads()
+	threadSlack := runtime.GOMAXPROCS(0) + 6
+	replay := func(seed uint64) string {
+		return fmt.Sprintf("replay: %s=%d go test -race -run 'TestLifecycleRandomInterleavings$' ./pool", lifecycleSeedEnv, seed)
+	}
+	for _, seed := range list {
+		r := &lcRound{seed: seed}
+		if problems := r.play(t); len(problems) > 0 {
+			t.Fatalf("seed %d: %s\n%s", seed, strings.Join(problems, "\n\t"), replay(seed))
+		}
+		if err := goleak.Find(ignore...); err != nil {
+			t.Fatalf("seed %d: goroutines left behind after the pool's last exit: %v\n%s", seed, err, replay(seed))
+		}
+		if baseT > 0 && !eventually(5*time.Second, func() bool { return threads() <= baseT+threadSlack }) {
+			t.Fatalf("seed %d: %d OS threads after the pool's last exit, %d before the first round\n%s", seed, threads(), baseT, replay(seed))
+		}
+	}
+}
