@@ -32,7 +32,10 @@ rc=0
 scripts/slurm-local.sh -- go test -count=1 -v "$@" ./cluster_test || rc=$?
 echo "cluster-suite: Slurm up, tests and Slurm down in $((SECONDS - t1)) s (total $((SECONDS - t0)) s)"
 
-left=$(pgrep -a -x 'slurmctld|slurmd|slurmstepd|munged|orted' || true)
+left=""
+for name in slurmctld slurmd slurmstepd munged orted; do # pgrep matches at most 15 characters of a pattern
+  left+=$(pgrep -a -x "$name" || true)
+done
 if [ -n "$left" ]; then
   echo "cluster-suite: left running:"; echo "$left"
   [ $rc = 0 ] && rc=1
