@@ -228,7 +228,7 @@ func (s *forState) stopped() bool {
 		s.fail(err)
 		return true
 	}
-	if s.pool.state.Load() == aborting {
+	if s.pool.aborted() {
 		s.fail(s.pool.cause)
 		return true
 	}
