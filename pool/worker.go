@@ -67,6 +67,7 @@ type Worker struct {
 	c             Counters // written by the owner only; published to pub
 	pub           published
 	bound         topology.CPUSet // the OS CPUs the thread is bound to
+	tid           int             // the worker's OS thread (0 where unknown)
 	owner         ownerID
 }
 
@@ -145,6 +146,7 @@ func (w *Worker) wake() {
 func (w *Worker) main(placed chan<- error) {
 	defer w.pool.workerEnded() // after the mask is put back
 	w.owner.set()
+	w.tid = threadID()
 	var th *pin.Thread
 	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
 	if err == nil {
