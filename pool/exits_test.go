@@ -1002,10 +1002,11 @@ func TestTuningIgnoresParkedTime(t *testing.T) {
 	}
 	perTask := last.took / perBurst
 	expect := min(max(int(targetLookEvery/max(perTask, 1)), 2), 127)
-	// The spawning task itself is one long task in each burst, and the
-	// mean moves by a tenth per look: allow a dip to a quarter (parked
-	// time counted as task time pulls the interval down to 2 or 3).
-	want := min(64, expect/4)
+	// The spawning task itself is one long task in each burst, the mean
+	// moves by a tenth per look, and on a loaded machine a thread taken
+	// off its CPU mid-burst reads as task time: allow a dip to an eighth.
+	// Parked time counted as task time pulls the interval down to 2 or 3.
+	want := min(64, expect/8)
 	if want < 4 {
 		t.Skipf("tasks take %v each here: too slow to tell the tuning's inputs apart", perTask)
 	}
