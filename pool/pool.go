@@ -46,9 +46,8 @@ type group struct {
 	// crossSearching is set while one of the group's workers searches
 	// other nodes: at most one does at a time.
 	crossSearching atomic.Bool
-	searching      atomic.Int32  // the group's workers searching
-	sleeping       atomic.Int32  // the group's workers parked
-	submitted      atomic.Uint64 // tasks accepted into the group's shards from outside
+	searching      atomic.Int32 // the group's workers searching
+	sleeping       atomic.Int32 // the group's workers parked
 }
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any
@@ -295,7 +294,6 @@ func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
 		t.release()
 		return ErrClosed
 	}
-	g.submitted.Add(1)
 	p.idle.notify(g.index)
 	return nil
 }

@@ -121,7 +121,7 @@ func (p *Pool) Stats() Stats {
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 		}
-		ns.Submitted = g.submitted.Load() + ns.Spawned
+		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
 		ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)

@@ -43,6 +43,7 @@ type InjectShard[T any] struct {
 	first, last int
 	spare       *segment[T] // one emptied segment kept for the next growth
 	closed      bool
+	pushed      uint64 // tasks taken by Push, TryPush and PushBatch
 }
 
 // NewInjectShard returns an empty shard; bound > 0 makes TryPush fail with
@@ -69,7 +70,16 @@ func (s *InjectShard[T]) Push(t T) error {
 		return ErrClosed
 	}
 	s.append(t)
+	s.pushed++
 	return nil
+}
+
+// Pushed returns how many tasks Push, TryPush and PushBatch have taken:
+// the work accepted from outside, not counting Requeue and overflow.
+func (s *InjectShard[T]) Pushed() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pushed
 }
 
 // TryPush appends t unless the shard is closed (ErrClosed) or holds its
@@ -84,6 +94,7 @@ func (s *InjectShard[T]) TryPush(t T) error {
 		return ErrFull
 	}
 	s.append(t)
+	s.pushed++
 	return nil
 }
 
@@ -98,6 +109,7 @@ func (s *InjectShard[T]) PushBatch(tasks []T) error {
 	for _, t := range tasks {
 		s.append(t)
 	}
+	s.pushed += uint64(len(tasks))
 	return nil
 }
 
