@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,11 +135,9 @@ func TestSlurmBatchJob(t *testing.T) {
 	}
 }
 
-// A rank given the CPUs of one synthetic node gets one worker group:
-// with launch.Synthetic, the spec laid over the whole node. With
-// NUMAPOOL_TOPOLOGY the spec is laid over each rank's own CPUs (every
-// rank sees all the synthetic nodes on its CPUs): its workers still stay
-// inside the rank's CPUs, and Explain warns that they share them.
+// A rank given the CPUs of one synthetic node gets one worker group, with
+// launch.Synthetic and with NUMAPOOL_TOPOLOGY alike: the spec describes
+// the machine, and each rank keeps the synthetic CPUs on its own.
 func TestSlurmSyntheticNodes(t *testing.T) {
 	needSlurm(t)
 	bin := binaries(t)
@@ -147,31 +146,24 @@ func TestSlurmSyntheticNodes(t *testing.T) {
 		t.Skip("one online CPU")
 	}
 	spec := fmt.Sprintf("%dx1", on.Len()) // one synthetic node per online CPU
-	rs := byRank(t, readReports(t, srun(t, nil, 2, []string{"--cpu-bind=threads"}, filepath.Join(bin, "probe"), "-machine-spec", spec)), 2)
-	disjoint(t, rs)
-	for _, r := range rs {
-		checkRank(t, r)
-		cpu := r.Allowed.First()
-		want := on.List()
-		node := -1
-		for i, c := range want {
-			if c == cpu {
-				node = i
+	for _, how := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"-machine-spec", spec}},
+		{[]string{"NUMAPOOL_TOPOLOGY=" + spec}, nil},
+	} {
+		cmd := append([]string{filepath.Join(bin, "probe")}, how.args...)
+		rs := byRank(t, readReports(t, srun(t, how.env, 2, []string{"--cpu-bind=threads"}, cmd...)), 2)
+		disjoint(t, rs)
+		for _, r := range rs {
+			checkRank(t, r)
+			node := slices.Index(on.List(), r.Allowed.First())
+			if r.Allowed.Len() != 1 || len(r.Groups) != 1 || r.Groups[0] != node || len(r.Workers) != 1 {
+				t.Errorf("%v%v: rank %d on CPU %s: groups %v and %d workers, want node %d alone", how.env, how.args, r.Launch.Rank, r.Allowed, r.Groups, len(r.Workers), node)
 			}
+			wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 workers on 1 node groups")
+			noWarnings(t, r)
 		}
-		if r.Allowed.Len() != 1 || len(r.Groups) != 1 || r.Groups[0] != node || len(r.Workers) != 1 {
-			t.Errorf("rank %d on CPU %s: groups %v and %d workers, want node %d alone", r.Launch.Rank, r.Allowed, r.Groups, len(r.Workers), node)
-		}
-		wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 workers on 1 node groups")
-		noWarnings(t, r)
-	}
-
-	rs = byRank(t, readReports(t, srun(t, []string{"NUMAPOOL_TOPOLOGY=2x1"}, 2, []string{"--cpu-bind=threads"}, filepath.Join(bin, "probe"))), 2)
-	for _, r := range rs {
-		checkRank(t, r)
-		if len(r.Workers) > r.Allowed.Len() && !strings.Contains(r.Explain, "warning: ") {
-			t.Errorf("rank %d: %d workers on %s and no warning:\n%s", r.Launch.Rank, len(r.Workers), r.Allowed, r.Explain)
-		}
-		t.Logf("NUMAPOOL_TOPOLOGY=2x1, rank %d: groups %v, warnings %q", r.Launch.Rank, r.Groups, r.Warnings)
 	}
 }

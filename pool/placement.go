@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/numapool/numapool/launch"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -31,9 +32,12 @@ func makePlan(c config) (*plan, error) {
 		t = topology.Discover()
 	}
 	if c.spec != "" {
-		st, err := topology.Synthetic(c.spec, t)
+		st, note, err := synthetic(c.spec, t)
 		if err != nil {
 			return nil, fmt.Errorf("pool: %w", err)
+		}
+		if note != "" {
+			p.degraded = append(p.degraded, note)
 		}
 		t = st
 	}
@@ -102,6 +106,25 @@ func makePlan(c config) (*plan, error) {
 		p.groups[i].distRow = row
 	}
 	return p, nil
+}
+
+// synthetic builds the topology a spec describes. The spec describes the
+// machine: when a launcher, taskset or a cgroup gave the process only
+// some of the online CPUs, the spec is laid over all of them and the
+// process keeps the synthetic CPUs on its own (launch.Synthetic), so a
+// rank bound to the CPUs of one synthetic node gets that node alone.
+// Otherwise, or when that leaves the process no CPU, the spec is laid
+// over the allowed CPUs (topology.Synthetic), wrapping around them.
+func synthetic(spec string, t *topology.Topology) (_ *topology.Topology, note string, _ error) {
+	if !t.Online.IsEmpty() && !t.Allowed.Equal(t.Online) {
+		st, err := launch.Synthetic(spec, t)
+		if err == nil {
+			return st, "", nil
+		}
+		note = fmt.Sprintf("synthetic topology %q laid over the allowed CPUs %s, not the machine's: %v", spec, t.Allowed, err)
+	}
+	st, err := topology.Synthetic(spec, t)
+	return st, note, err
 }
 
 // apportion splits n workers over nodes in proportion to their CPUs
