@@ -461,3 +461,20 @@ func TestParallelForDryNodeLeavesFreshWorkAlone(t *testing.T) {
 		}
 	}
 }
+
+// A group used again after Wait runs its new functions: only a failure or
+// the parent's cancellation skips functions that have not begun.
+func TestGroupReusedAfterWait(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	g := p.Group(context.Background())
+	g.Go(func(*Worker) error { return nil })
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Bool
+	g.Go(func(*Worker) error { ran.Store(true); return nil })
+	if err := g.Wait(); err != nil || !ran.Load() {
+		t.Errorf("second Wait = %v, ran %v", err, ran.Load())
+	}
+}

@@ -147,9 +147,10 @@ func (gt *groupTask) run(w *Worker) {
 	if gt.turn {
 		gt = gt.g.oldest()
 	}
-	if gt.g.ctx.Err() != nil {
-		// The group failed or its ctx ended: skip what has not started.
-		gt.g.fail(context.Cause(gt.g.ctx))
+	if cause := context.Cause(gt.g.ctx); cause != nil && cause != errGroupDone {
+		// The group failed or its ctx ended: skip what has not begun.
+		// (A group used again after Wait runs its new functions.)
+		gt.g.fail(cause)
 		gt.g.finish()
 		return
 	}

@@ -78,23 +78,23 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 		grain = max(1, n/(16*len(p.workers)))
 	}
 	chunks := (n + grain - 1) / grain
-	partial := make([]padded[T], chunks)
+	partial := make([]T, chunks) // each written once: no need to pad
 	body := func(w *Worker, clo, chi int) error {
 		for c := clo; c < chi; c++ {
 			v, err := mapper(w, c*grain, min((c+1)*grain, n))
 			if err != nil {
 				return err
 			}
-			partial[c].v = v
+			partial[c] = v
 		}
 		return nil
 	}
 	if err := p.parallelFor(ctx, nil, chunks, 1, body); err != nil {
 		return zero, err
 	}
-	acc := partial[0].v
-	for c := 1; c < chunks; c++ {
-		acc = combine(acc, partial[c].v)
+	acc := partial[0]
+	for _, v := range partial[1:] {
+		acc = combine(acc, v)
 	}
 	return acc, nil
 }
