@@ -139,6 +139,20 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
+// Ping-pong through the pool's own waiting primitive: Run submits and
+// waits on the Future (a short spin before it blocks).
+func BenchmarkPingPongRun(b *testing.B) {
+	p := benchPool(b)
+	fn := func(*Worker) (int, error) { return 1, nil }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Run(p, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkPingPongGoroutine(b *testing.B) {
 	done := make(chan struct{})
 	b.ReportAllocs()
