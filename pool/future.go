@@ -16,7 +16,14 @@ type Target interface {
 	scheduler() *sched
 }
 
+// queue: from one of the pool's tasks, the calling worker's LIFO slot
+// (as Spawn: run next unless an idle worker takes it); from outside, a
+// node's shard as Submit, waiting for room under WithShardBound.
 func (p *Pool) queue(t *task) error {
+	if w := p.workerOf(); w != nil {
+		w.spawn(t)
+		return nil
+	}
 	if p.state.Load() != running {
 		return ErrClosed
 	}
@@ -25,14 +32,23 @@ func (p *Pool) queue(t *task) error {
 
 func (p *Pool) scheduler() *sched { return p.sched }
 
+// queue: the node's shard (pinned if strict). From one of the pool's
+// tasks the bound does not apply, as for every task queued from inside:
+// only the pool's own workers could make room, and the caller is one.
 func (n Node) queue(t *task) error {
 	if n.err != nil {
 		return n.err
 	}
+	t.home = n.home()
+	if w := n.p.workerOf(); w != nil {
+		w.c.Spawned++
+		n.g.shardFor(t).Requeue(t)
+		n.p.idle.notify(n.g.index)
+		return nil
+	}
 	if n.p.state.Load() != running {
 		return ErrClosed
 	}
-	t.home = n.home()
 	return n.p.push(context.Background(), n.g, t, true)
 }
 
@@ -64,9 +80,12 @@ type Future[T any] struct {
 	p    *sched
 }
 
-// Async runs fn on the target and returns its Future at once. If the
-// target refuses the work (the pool is closed, the node unknown), the
-// Future is done with that error.
+// Async runs fn on the target and returns its Future. If the target
+// refuses the work (the pool is closed, the node unknown), the Future is
+// done with that error. From outside the pool, under WithShardBound,
+// Async waits for room in the node's queue as Submit does; from one of
+// the pool's tasks it never waits (the work goes to the calling worker
+// for a *Pool target, past the bound for a Node).
 func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
 	if fn == nil {
 		panic("pool: Async of a nil function")
@@ -112,8 +131,8 @@ func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
 func (f *Future[T]) finish(v T, err error) {
 	f.val, f.err = v, err
 	f.fn = nil
-	f.done.Store(true) // publishes val and err to isDone's readers
-	close(f.ch)        // and to Done's
+	close(f.ch)        // publishes val and err to Done's readers,
+	f.done.Store(true) // and then to isDone's: whoever sees done sees Done closed
 }
 
 func (f *Future[T]) isDone() bool { return f.done.Load() }

@@ -15,6 +15,7 @@ const cacheLine = 128
 type padded[T any] struct {
 	_ [cacheLine]byte
 	v T
+	_ [cacheLine]byte // the last value of a slice has a line of its own too
 }
 
 // PerWorker holds one T per worker of a pool, each on cache lines of its

@@ -122,7 +122,9 @@ func (p *Pool) Stats() Stats {
 			ns.add(c)
 		}
 		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
-		ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
+		if p.live.Load() > 0 { // ending workers leave the parked set on their way out
+			ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
+		}
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)
 		st.Submitted += ns.Submitted
