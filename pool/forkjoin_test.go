@@ -478,3 +478,38 @@ func TestGroupReusedAfterWait(t *testing.T) {
 		t.Errorf("second Wait = %v, ran %v", err, ran.Load())
 	}
 }
+
+// A loop of two pieces runs them on two workers: the last two pieces of
+// a range are split like any others (they ran one after the other on one
+// worker, so a loop over two partitions got no parallelism).
+func TestParallelForTwoPiecesRunInParallel(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	for _, run := range []func(body func(w *Worker, lo, hi int)) error{
+		func(body func(w *Worker, lo, hi int)) error { return p.ParallelFor(2, 1, body) },
+		func(body func(w *Worker, lo, hi int)) error {
+			_, err := MapReduce(context.Background(), p, 2, 1, func(w *Worker, lo, hi int) (int, error) {
+				body(w, lo, hi)
+				return 0, nil
+			}, func(a, b int) int { return a + b })
+			return err
+		},
+	} {
+		second := make(chan struct{})
+		var together atomic.Bool
+		err := run(func(w *Worker, lo, hi int) {
+			if lo == 1 {
+				close(second)
+				return
+			}
+			select { // the first piece waits for the second to start elsewhere
+			case <-second:
+				together.Store(true)
+			case <-time.After(2 * time.Second):
+			}
+		})
+		if err != nil || !together.Load() {
+			t.Errorf("err %v; the two pieces ran in parallel: %v", err, together.Load())
+		}
+	}
+}

@@ -195,7 +195,7 @@ func (pc *piece) run(w *Worker) {
 		}
 	}
 	for lo < hi && !s.stopped() {
-		if hi-lo > 2*s.grain && w.local.IsEmpty() {
+		if hi-lo > s.grain && w.local.IsEmpty() {
 			mid := lo + (hi-lo)/2
 			w.push(s.piece(mid, hi, home, time.Now(), false))
 			w.pool.idle.notify(w.group.index)
