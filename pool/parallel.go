@@ -39,9 +39,12 @@ func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Wo
 }
 
 // ParallelForErr is ParallelForCtx whose body can fail: the first error
-// (or panic, or ctx's error) stops handing out blocks and is returned.
-// Blocks already running finish. The node blocks, and WithStrictLoops,
-// are as for ParallelFor.
+// (or panic, or ctx's error) stops handing out blocks and is returned,
+// after every body already running has returned. "First" is first in
+// time, not in index order: the range is worked on from several places at
+// once (each node's block, and the halves idle workers take), so when
+// several indexes fail, say in the error which one it was. The node
+// blocks, and WithStrictLoops, are as for ParallelFor.
 func (p *Pool) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
 	return p.parallelFor(ctx, nil, n, grain, body)
 }

@@ -21,14 +21,15 @@ var (
 	ErrClosed = errors.New("pool: closed")
 	// ErrFull: the node's bounded queue is full (TrySubmit).
 	ErrFull = errors.New("pool: node queue full")
+	// ErrUnknownNode: a node ID the pool has no worker group for
+	// (Pool.Node and its methods, SubmitTo, SubmitToStrict, Async on a
+	// Node); the error names the node.
+	ErrUnknownNode = errors.New("pool: no worker group for node")
 	// ErrInsideTask: Close or Shutdown was called from one of the pool's
 	// own tasks, which cannot wait for the pool to drain (it would wait
 	// for itself). Intake is closed and the pool drains on its own; call
 	// Close from outside to wait for it.
-	// ErrUnknownNode: a node ID the pool has no worker group for
-	// (SubmitTo, SubmitToStrict); the error names the node.
-	ErrUnknownNode = errors.New("pool: no worker group for node")
-	ErrInsideTask  = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
+	ErrInsideTask = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
 )
 
 // group is the worker group of one NUMA node.

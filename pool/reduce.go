@@ -61,9 +61,11 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // only on n, grain and the pool, never on which worker ran what, so a
 // floating-point sum comes out the same on every run.
 //
-// The chunks are spread as ParallelFor spreads indexes (node blocks
-// first). The first error of a map (or its panic, or ctx's error) stops
-// handing out chunks and is returned. Called from inside one of the
+// combine may change and return its first argument. The chunks are
+// spread as ParallelFor spreads indexes (node blocks first). The first
+// error of a map in time (not in chunk order, see ParallelForErr), or its
+// panic, or ctx's error, stops handing out chunks and is returned with the
+// zero T, after every map already running has returned. Called from inside one of the
 // pool's tasks it runs chunks itself while it waits (pass w.Pool()).
 // n <= 0 returns the zero T.
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
