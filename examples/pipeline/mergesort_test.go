@@ -1,0 +1,207 @@
+package pipeline
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/numapool/numapool/pool"
+)
+
+const (
+	sortN      = 4 << 20
+	sortCutoff = 1 << 14 // below this, sort sequentially
+)
+
+// merge merges the sorted halves a[:mid] and a[mid:] through buf (len(buf) == len(a)).
+func merge(a, buf []int64, mid int) {
+	i, j, k := 0, mid, 0
+	for i < mid && j < len(a) {
+		if a[j] < a[i] {
+			buf[k] = a[j]
+			j++
+		} else {
+			buf[k] = a[i]
+			i++
+		}
+		k++
+	}
+	k += copy(buf[k:], a[i:mid])
+	copy(buf[k:], a[j:])
+	copy(a, buf)
+}
+
+// --- numapool ---
+
+// sortNumapool sorts a in parallel on p.
+func sortNumapool(p *pool.Pool, a []int64) error {
+	buf := make([]int64, len(a))
+	_, err := pool.Run(p, func(w *pool.Worker) (struct{}, error) {
+		return struct{}{}, mergeSortW(w, a, buf)
+	})
+	return err
+}
+
+func mergeSortW(w *pool.Worker, a, buf []int64) error {
+	if len(a) <= sortCutoff {
+		slices.Sort(a)
+		return nil
+	}
+	mid := len(a) / 2
+	var errA, errB error
+	if err := w.Join(
+		func(w *pool.Worker) { errA = mergeSortW(w, a[:mid], buf[:mid]) },
+		func(w *pool.Worker) { errB = mergeSortW(w, a[mid:], buf[mid:]) },
+	); err != nil {
+		return err
+	}
+	if err := errors.Join(errA, errB); err != nil {
+		return err
+	}
+	merge(a, buf, mid)
+	return nil
+}
+
+// sortNumapoolGeneric is the same with the generic pool.Join and pool.Run.
+func sortNumapoolGeneric(p *pool.Pool, a []int64) error {
+	buf := make([]int64, len(a))
+	_, err := pool.Run(p, func(w *pool.Worker) (struct{}, error) {
+		return struct{}{}, mergeSortG(w, a, buf)
+	})
+	return err
+}
+
+func mergeSortG(w *pool.Worker, a, buf []int64) error {
+	if len(a) <= sortCutoff {
+		slices.Sort(a)
+		return nil
+	}
+	mid := len(a) / 2
+	half := func(a, buf []int64) func(*pool.Worker) (struct{}, error) {
+		return func(w *pool.Worker) (struct{}, error) { return struct{}{}, mergeSortG(w, a, buf) }
+	}
+	if _, _, err := pool.Join(w, half(a[:mid], buf[:mid]), half(a[mid:], buf[mid:])); err != nil {
+		return err
+	}
+	merge(a, buf, mid)
+	return nil
+}
+
+// --- goroutines ---
+
+// sortGoroutines sorts a in parallel with a goroutine per half above the cutoff.
+func sortGoroutines(a []int64) {
+	mergeSortG2(a, make([]int64, len(a)))
+}
+
+func mergeSortG2(a, buf []int64) {
+	if len(a) <= sortCutoff {
+		slices.Sort(a)
+		return
+	}
+	mid := len(a) / 2
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		mergeSortG2(a[:mid], buf[:mid])
+	}()
+	mergeSortG2(a[mid:], buf[mid:])
+	wg.Wait()
+	merge(a, buf, mid)
+}
+
+// --- scaffolding ---
+
+func sortInput(n int) []int64 {
+	r := rand.New(rand.NewPCG(1, 2))
+	a := make([]int64, n)
+	for i := range a {
+		a[i] = r.Int64()
+	}
+	return a
+}
+
+func TestMergeSort(t *testing.T) {
+	p := newPool(t)
+	in := sortInput(sortN)
+	want := slices.Clone(in)
+	slices.Sort(want)
+
+	a := slices.Clone(in)
+	if err := sortNumapool(p, a); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a, want) {
+		t.Fatal("numapool: not sorted")
+	}
+	a = slices.Clone(in)
+	if err := sortNumapoolGeneric(p, a); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a, want) {
+		t.Fatal("numapool generic: not sorted")
+	}
+	a = slices.Clone(in)
+	sortGoroutines(a)
+	if !slices.Equal(a, want) {
+		t.Fatal("goroutines: not sorted")
+	}
+}
+
+func BenchmarkMergeSort(b *testing.B) {
+	in := sortInput(sortN)
+	a := make([]int64, len(in))
+	b.Run("numapool", func(b *testing.B) {
+		p := newPool(b)
+		for b.Loop() {
+			b.StopTimer()
+			copy(a, in)
+			b.StartTimer()
+			if err := sortNumapool(p, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("numapool-generic", func(b *testing.B) {
+		p := newPool(b)
+		for b.Loop() {
+			b.StopTimer()
+			copy(a, in)
+			b.StartTimer()
+			if err := sortNumapoolGeneric(p, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			copy(a, in)
+			b.StartTimer()
+			sortGoroutines(a)
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		buf := make([]int64, len(a))
+		for b.Loop() {
+			b.StopTimer()
+			copy(a, in)
+			b.StartTimer()
+			mergeSortSeq(a, buf)
+		}
+	})
+}
+
+func mergeSortSeq(a, buf []int64) {
+	if len(a) <= sortCutoff {
+		slices.Sort(a)
+		return
+	}
+	mid := len(a) / 2
+	mergeSortSeq(a[:mid], buf[:mid])
+	mergeSortSeq(a[mid:], buf[mid:])
+	merge(a, buf, mid)
+}

@@ -1,0 +1,209 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool"
+	"golang.org/x/sync/errgroup"
+)
+
+const (
+	triadN     = 16 << 20 // 3 arrays of 128 MiB
+	triadSteps = 10
+	triadGrain = 1 << 16
+)
+
+// Triad: a[i] = b[i] + s*c[i], steps times, over arrays first touched by the
+// workers that process them.
+
+// --- numapool: ParallelFor (node blocks, the same on every call) ---
+
+type triadArrays struct {
+	a, b, c []float64
+	release func()
+}
+
+func triadAllocNumapool(p *pool.Pool, n int) (*triadArrays, error) {
+	var t triadArrays
+	var rels []func() error
+	for _, s := range []*[]float64{&t.a, &t.b, &t.c} {
+		x, rel, err := pool.AllocFirstTouch[float64](n)
+		if errors.Is(err, pin.ErrUnsupported) {
+			x, rel = make([]float64, n), func() error { return nil }
+		} else if err != nil {
+			return nil, err
+		}
+		*s, rels = x, append(rels, rel)
+	}
+	t.release = func() {
+		for _, r := range rels {
+			_ = r()
+		}
+	}
+	err := p.ParallelFor(n, triadGrain, func(_ *pool.Worker, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t.a[i], t.b[i], t.c[i] = 0, float64(i%1000), float64(i%7)
+		}
+	})
+	return &t, err
+}
+
+func triadNumapool(p *pool.Pool, t *triadArrays, s float64, steps int) error {
+	for range steps {
+		err := p.ParallelFor(len(t.a), triadGrain, func(_ *pool.Worker, lo, hi int) {
+			a, b, c := t.a[lo:hi], t.b[lo:hi], t.c[lo:hi]
+			for i := range a {
+				a[i] = b[i] + s*c[i]
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- numapool: one strict task per node block, split inside by a Group ---
+
+func triadNodes(p *pool.Pool, t *triadArrays, s float64, steps int) error {
+	for range steps {
+		var futures []*pool.Future[struct{}]
+		for _, blk := range p.Split(len(t.a)) {
+			node := p.Node(blk.Node).Strict()
+			futures = append(futures, pool.Async(node, func(w *pool.Worker) (struct{}, error) {
+				g := w.Group(context.Background())
+				for lo := blk.Lo; lo < blk.Hi; lo += triadGrain {
+					hi := min(lo+triadGrain, blk.Hi)
+					g.Go(func(*pool.Worker) error {
+						a, b, c := t.a[lo:hi], t.b[lo:hi], t.c[lo:hi]
+						for i := range a {
+							a[i] = b[i] + s*c[i]
+						}
+						return nil
+					})
+				}
+				return struct{}{}, g.Wait()
+			}))
+		}
+		for _, f := range futures {
+			if _, err := f.Wait(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// --- errgroup: one goroutine per CPU over contiguous parts ---
+
+func triadAllocErrgroup(n int) (a, b, c []float64) {
+	a, b, c = make([]float64, n), make([]float64, n), make([]float64, n)
+	parts := runtime.GOMAXPROCS(0)
+	var g errgroup.Group
+	for k := range parts {
+		lo, hi := k*n/parts, (k+1)*n/parts
+		g.Go(func() error {
+			for i := lo; i < hi; i++ {
+				a[i], b[i], c[i] = 0, float64(i%1000), float64(i%7)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return a, b, c
+}
+
+func triadErrgroup(a, b, c []float64, s float64, steps int) {
+	parts := runtime.GOMAXPROCS(0)
+	for range steps {
+		var g errgroup.Group
+		for k := range parts {
+			lo, hi := k*len(a)/parts, (k+1)*len(a)/parts
+			g.Go(func() error {
+				a, b, c := a[lo:hi], b[lo:hi], c[lo:hi]
+				for i := range a {
+					a[i] = b[i] + s*c[i]
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+	}
+}
+
+// --- scaffolding ---
+
+func checkTriad(t *testing.T, name string, a []float64, s float64) {
+	t.Helper()
+	for i, v := range a {
+		if want := float64(i%1000) + s*float64(i%7); v != want {
+			t.Fatalf("%s: a[%d] = %v, want %v", name, i, v, want)
+		}
+	}
+}
+
+func TestTriad(t *testing.T) {
+	p := newPool(t)
+	const s = 3.0
+	tr, err := triadAllocNumapool(p, triadN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release()
+	if err := triadNumapool(p, tr, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	checkTriad(t, "numapool", tr.a, s)
+	clear(tr.a)
+	if err := triadNodes(p, tr, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	checkTriad(t, "numapool nodes", tr.a, s)
+
+	a, b, c := triadAllocErrgroup(triadN)
+	triadErrgroup(a, b, c, s, 2)
+	checkTriad(t, "errgroup", a, s)
+}
+
+func BenchmarkTriad(b *testing.B) {
+	const s = 3.0
+	b.Run("numapool", func(b *testing.B) {
+		p := newPool(b)
+		tr, err := triadAllocNumapool(p, triadN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.release()
+		for b.Loop() {
+			if err := triadNumapool(p, tr, s, triadSteps); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(3 * 8 * triadN * triadSteps)
+	})
+	b.Run("numapool-nodes", func(b *testing.B) {
+		p := newPool(b)
+		tr, err := triadAllocNumapool(p, triadN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.release()
+		for b.Loop() {
+			if err := triadNodes(p, tr, s, triadSteps); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(3 * 8 * triadN * triadSteps)
+	})
+	b.Run("errgroup", func(b *testing.B) {
+		x, y, z := triadAllocErrgroup(triadN)
+		for b.Loop() {
+			triadErrgroup(x, y, z, s, triadSteps)
+		}
+		b.SetBytes(3 * 8 * triadN * triadSteps)
+	})
+}
