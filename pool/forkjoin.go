@@ -122,16 +122,15 @@ func (js *joinState) drop(cause error) {
 // waiting for work it handed out is never blocked while runnable work
 // exists: its usual order, then stealing. With nothing to run anywhere
 // it backs off: spinning, then yielding, then short sleeps, and looks
-// again. Once a Shutdown gives up it runs nothing more: it drops its own
-// queue and the shards, so what it waits for is either running on some
-// worker or dropped (see lifecycle.go).
+// again. Once a Shutdown gives up it runs nothing more: it drops what
+// is queued anywhere (dropQueued), so what it waits for is either running
+// on some worker or dropped (see lifecycle.go).
 func (w *Worker) helpUntil(done func() bool) {
 	idle := 0
 	for !done() {
 		if w.pool.aborted() {
 			w.endSearch()
-			w.dropLocal(true)
-			w.pool.dropShards(true)
+			w.dropQueued()
 			idle = max(idle, 32)
 			backOff(&idle)
 			continue

@@ -46,19 +46,24 @@ import (
 // sequentially consistent, so that worker sees every accepted push, and
 // with all workers parked no task is running that could push more: a
 // worker parks only with an empty run queue and LIFO slot, and no worker
-// leaves the parked set without idle.mu (notify, unparkSelf). A task
-// queued from inside the pool after closing (Spawn, Group.Go, a loop's
-// halves, a task sent home) is pushed by a running task, so it is seen by
-// the last worker to park. Submit's state check before the push is only a
-// fast path.
+// leaves the parked set without idle.mu (notify, unparkSelf). The pushes
+// that do not check the shard's closed flag (Requeue: loop pieces, tasks
+// sent home, Node targets from a task; a full run queue's overflow) and
+// every push to a worker's own queue (Spawn, Group.Go, a loop's halves)
+// are made by a task running on a live worker, so they happen before
+// that worker parks and are seen by the last worker to park. Submit's
+// state check before the push is only a fast path.
 //
 // Why every waiter returns. A task either runs or is dropped, and both
 // complete its waiter (job.run, job.drop). In aborting a worker stops
-// between tasks and drops its own queue (dropLocal) before it ends; a
-// worker waiting inside a task (helpUntil) drops its own queue and every
-// shard instead of running them, so what it waits for is running
-// somewhere or dropped; a loop stops handing out pieces; the last worker
-// to end drops what tasks running meanwhile queued.
+// between tasks and drops its own queue (dropLocal) before it ends (a
+// task it had already taken when the abort came still runs); a worker
+// waiting inside a task (helpUntil) runs nothing more and drops what is
+// queued anywhere, its own queue, what it can steal or take from the
+// other workers' queues and slots, and the shards (dropQueued), so what
+// it waits for is running somewhere or dropped, even when its owner is
+// itself waiting inside a task; a loop stops handing out pieces; the last
+// worker to end drops what tasks running meanwhile queued.
 
 // Errors of the life cycle.
 var (
@@ -269,6 +274,37 @@ func (p *sched) dropShards(count bool) {
 			}
 		}
 	}
+}
+
+// dropQueued is what a worker waiting inside a task does once a
+// Shutdown gave up: it drops its own queue, what it can take from every
+// other worker (their queues by stealing, their LIFO and join slots,
+// which any goroutine may empty) and the shards. The owners of those
+// workers may be inside tasks that wait for this worker's own work, so
+// waiting for them to drop their queues could wait for ever.
+func (w *Worker) dropQueued() {
+	p := w.pool
+	w.dropLocal(true)
+	for _, v := range p.workers {
+		if v == w {
+			continue
+		}
+		for {
+			t, ok := v.stealer.StealInto(w.local)
+			if !ok {
+				break
+			}
+			p.drop(t, true)
+			w.dropLocal(true)
+		}
+		if t := v.lifo.Swap(nil); t != nil {
+			p.drop(t, true)
+		}
+		if jt := v.joinSlot.Load(); jt != nil && v.joinSlot.CompareAndSwap(jt, nil) {
+			p.drop(&jt.task, true) // the joiner finds b done, with the cause
+		}
+	}
+	p.dropShards(true)
 }
 
 // dropLocal drops the tasks in w's LIFO slot and run queue, counting
