@@ -125,7 +125,10 @@ func WithPanicHandler(h func(value any, stack []byte)) Option {
 }
 
 // WithShardBound bounds each node's queue of submitted, not yet started
-// tasks: TrySubmit then reports ErrFull and Submit waits for room.
+// tasks: TrySubmit then reports ErrFull and Submit waits for room. The
+// bound is back-pressure on producers outside the pool: a Submit (or
+// Async, Group.Go, ParallelFor) from one of the pool's own tasks never
+// waits for room, since only the workers make it.
 func WithShardBound(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {

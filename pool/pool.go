@@ -135,6 +135,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.idle.init(p)
 
 	// Start the workers; each reports whether its placement held.
+	pool := &Pool{p}
+	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
 	for _, w := range p.workers {
@@ -159,8 +161,6 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.degraded = append(p.degraded, err.Error())
 		}
 	}
-	pool := &Pool{p}
-	p.self = weak.Make(pool)
 	// Dropped without Close: close intake; the workers run what is queued
 	// and end. s does not refer to pool, so pool can be collected.
 	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)
@@ -272,9 +272,11 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int
 
 // push queues t, accepted from outside the pool or from a task, in g's
 // shard: it takes a place under the bound first (waiting for one if
-// wait), and fails with ErrClosed once intake has closed.
+// wait), and fails with ErrClosed once intake has closed. A waiting push
+// from one of the pool's own tasks takes no place: only the workers make
+// room, and a worker waiting for room would wait for itself.
 func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
-	if g.slots != nil {
+	if g.slots != nil && !(wait && p.workerOf() != nil) {
 		select {
 		case g.slots <- struct{}{}:
 		default:
