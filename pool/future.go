@@ -12,8 +12,9 @@ import (
 type Target interface {
 	// queue queues t there, or returns why it cannot.
 	queue(t *task) error
-	// scheduler is the pool.
-	scheduler() *sched
+	// poolOf is the user's Pool: a Future holds it, so that a pool whose
+	// work someone still waits for is not closed as dropped.
+	poolOf() *Pool
 }
 
 // queue: from one of the pool's tasks, the calling worker's LIFO slot
@@ -30,7 +31,7 @@ func (p *Pool) queue(t *task) error {
 	return p.push(context.Background(), p.nextGroup(), t, true)
 }
 
-func (p *Pool) scheduler() *sched { return p.sched }
+func (p *Pool) poolOf() *Pool { return p }
 
 // queue: the node's shard (pinned if strict). From one of the pool's
 // tasks the bound does not apply, as for every task queued from inside:
@@ -52,7 +53,7 @@ func (n Node) queue(t *task) error {
 	return n.p.push(context.Background(), n.g, t, true)
 }
 
-func (n Node) scheduler() *sched { return n.p }
+func (n Node) poolOf() *Pool { return n.p }
 
 func (w *Worker) queue(t *task) error {
 	w.owner.check("Spawn")
@@ -60,7 +61,7 @@ func (w *Worker) queue(t *task) error {
 	return nil
 }
 
-func (w *Worker) scheduler() *sched { return w.pool }
+func (w *Worker) poolOf() *Pool { return w.Pool() }
 
 // Future is the result of a function run on the pool by Async: its value
 // and error, once it has run. Wait for it with Wait or WaitCtx, or select
@@ -77,7 +78,7 @@ type Future[T any] struct {
 	err  error
 	done atomic.Bool   // set once val and err are final
 	ch   chan struct{} // closed when done is set
-	p    *sched
+	p    *Pool
 }
 
 // Async runs fn on the target and returns its Future. If the target
@@ -90,7 +91,7 @@ func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
 	if fn == nil {
 		panic("pool: Async of a nil function")
 	}
-	f := &Future[T]{task: task{home: -1}, fn: fn, ch: make(chan struct{}), p: on.scheduler()}
+	f := &Future[T]{task: task{home: -1}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
 	f.job = f
 	if err := on.queue(&f.task); err != nil {
 		f.finish(*new(T), err)

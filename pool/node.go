@@ -16,7 +16,7 @@ import "context"
 // wrapping ErrUnknownNode from every method (Err says so at once).
 // A Node is a small value; make one per call or keep it.
 type Node struct {
-	p      *sched
+	p      *Pool  // held, so that a kept Node keeps its pool open
 	g      *group // nil for an unknown node
 	strict bool
 	err    error
@@ -27,7 +27,7 @@ type Node struct {
 // w.Pool().Node(id).
 func (p *Pool) Node(id int) Node {
 	g, err := p.groupOf(id)
-	return Node{p: p.sched, g: g, err: err}
+	return Node{p: p, g: g, err: err}
 }
 
 // Strict returns the node with the preference made hard: work sent to it

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,13 +30,17 @@ import (
 // stops handing out new blocks and is returned as a *PanicError. The
 // body must not be nil.
 func (p *Pool) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
-	return p.parallelFor(context.Background(), nil, n, grain, noError(body))
+	err := p.parallelFor(context.Background(), nil, n, grain, noError(body))
+	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
+	return err
 }
 
 // ParallelForCtx is ParallelFor that also stops handing out blocks when
 // ctx is cancelled, and returns ctx's error.
 func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
-	return p.parallelFor(ctx, nil, n, grain, noError(body))
+	err := p.parallelFor(ctx, nil, n, grain, noError(body))
+	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
+	return err
 }
 
 // ParallelForErr is ParallelForCtx whose body can fail: the first error
@@ -46,7 +51,9 @@ func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Wo
 // several indexes fail, say in the error which one it was. The node
 // blocks, and WithStrictLoops, are as for ParallelFor.
 func (p *Pool) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
-	return p.parallelFor(ctx, nil, n, grain, body)
+	err := p.parallelFor(ctx, nil, n, grain, body)
+	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
+	return err
 }
 
 // ParallelFor is Pool.ParallelFor from inside a task: the worker runs
@@ -177,6 +184,7 @@ func (pc *piece) run(w *Worker) {
 		if w.pool.cfg.strictLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
 			g.pinned.Requeue(s.piece(lo, hi, home, pc.offered, true))
+			w.c.Spawned++
 			w.c.SentHome++
 			w.leaveRemote(home, time.Now().Add(crossNodeAfter))
 			w.pool.idle.notify(home)
@@ -186,6 +194,7 @@ func (pc *piece) run(w *Worker) {
 			// Fresh work of a busy node: leave it to that node, and
 			// leave the node alone until the piece may be helped with.
 			g.inject.Requeue(s.piece(lo, hi, home, pc.offered, false))
+			w.c.Spawned++
 			w.c.SentHome++
 			w.leaveRemote(home, time.Now().Add(crossNodeAfter-since))
 			w.pool.idle.notify(home)
@@ -193,6 +202,7 @@ func (pc *piece) run(w *Worker) {
 		}
 		if hi-lo > s.grain {
 			g.inject.Requeue(s.piece(lo, hi-s.grain, home, pc.offered, false))
+			w.c.Spawned++
 			w.pool.idle.notify(home)
 			lo = hi - s.grain
 		}
@@ -201,6 +211,7 @@ func (pc *piece) run(w *Worker) {
 		if hi-lo > s.grain && w.local.IsEmpty() {
 			mid := lo + (hi-lo)/2
 			w.push(s.piece(mid, hi, home, time.Now(), false))
+			w.c.Spawned++
 			w.pool.idle.notify(w.group.index)
 			hi = mid
 			continue
@@ -266,6 +277,7 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 		t := s.piece(b.Lo, b.Hi, g.index, time.Now(), true)
 		if w != nil {
 			g.pinned.Requeue(t) // inside a task: the pool is running this work already
+			w.c.Spawned++
 		} else if err := g.pinned.Push(t); err != nil {
 			s.fail(ErrClosed)
 			s.finish(b.Hi - b.Lo)

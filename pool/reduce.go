@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"iter"
+	"runtime"
 )
 
 // cacheLine is the padding between values that different workers write:
@@ -92,7 +93,9 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 		}
 		return nil
 	}
-	if err := p.parallelFor(ctx, nil, chunks, 1, body); err != nil {
+	err := p.parallelFor(ctx, nil, chunks, 1, body)
+	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
+	if err != nil {
 		return zero, err
 	}
 	acc := partial[0]

@@ -36,7 +36,10 @@ type Worker struct {
 	lifo atomic.Pointer[task]
 	// joinSlot offers the b side of the outermost pending Join to thieves.
 	joinSlot atomic.Pointer[joinTask]
-	wakeCh   chan struct{}
+	// handle is the user's Pool while the worker is awake (hold), nil
+	// while it is parked.
+	handle atomic.Pointer[Pool]
+	wakeCh chan struct{}
 
 	// Owner-only state.
 	rng       steal.Rand
@@ -96,6 +99,9 @@ func (w *Worker) CPU() int { return w.cpu }
 
 // Pool returns the worker's pool.
 func (w *Worker) Pool() *Pool {
+	if p := w.handle.Load(); p != nil {
+		return p
+	}
 	if p := w.pool.self.Value(); p != nil {
 		return p
 	}
@@ -103,6 +109,11 @@ func (w *Worker) Pool() *Pool {
 	// with it, so a new handle on the same pool serves.
 	return &Pool{w.pool}
 }
+
+// hold keeps the user's Pool reachable while the worker is awake, so the
+// cleanup that closes a dropped Pool cannot run while the pool is busy:
+// only once every worker is parked and nothing else holds it.
+func (w *Worker) hold() { w.handle.Store(w.pool.self.Value()) }
 
 // Spawn queues fn on this worker: it goes to the worker's LIFO slot and
 // runs next, unless another idle worker steals it; the slot's previous
@@ -159,6 +170,7 @@ func (w *Worker) main(placed chan<- error) {
 		w.bound = cpus
 	}
 	placed <- err
+	w.hold()
 	w.loop()
 	w.publish()
 	w.owner.ended.Store(true)
@@ -497,6 +509,7 @@ func (w *Worker) park() bool {
 		return true // a worker with local work never parks
 	}
 	w.publish()
+	w.handle.Store(nil)
 	last, allParked := p.idle.toParked(w, w.searching)
 	w.searching = false
 	if last {
@@ -518,10 +531,12 @@ func (w *Worker) park() bool {
 		}
 		if !p.idle.isParked(w) {
 			w.searching = true // notify counted this worker as searching
+			w.hold()
 			return true
 		}
 		if p.state.Load() == closing {
 			p.idle.unparkSelf(w) // Close woke everyone: look once more
+			w.hold()
 			return true
 		}
 		// A stale token: sleep again.
