@@ -21,15 +21,17 @@ import (
 // from Worker.Group differ only in that Worker.Group must be called from
 // a task on w.
 //
-// Order and cancellation: functions that outside code starts begin in
-// the order of the calls (whichever worker runs them); functions started
-// from inside a task go to the back of the calling worker's queue, which
-// the worker runs oldest first and thieves take from the front. Once the
+// Order and cancellation: functions that outside code starts begin in the
+// order of the calls (whichever worker runs them); functions started from
+// inside a task go to the back of the calling worker's queue, which the
+// worker runs oldest first and thieves take from the front. Once the
 // group's context is cancelled (the first error, or ctx), functions that
 // have not begun are skipped, so a failure early in the order saves the
-// rest; Wait returns the first error, or the context's cause. If Shutdown
-// gives up before a function began, Wait returns an error wrapping
-// ErrAbandoned.
+// rest; Wait returns the first error, or the context's cause. A Group is
+// made for one round: used again after Wait it runs new functions, but its
+// context is already done and its first error stays, as errgroup's. If
+// Shutdown gives up before a function began, Wait returns an error
+// wrapping ErrAbandoned.
 type Group struct {
 	pool    *Pool
 	ctx     context.Context
@@ -166,10 +168,25 @@ func (gt *groupTask) run(w *Worker) {
 
 func (gt *groupTask) drop(cause error) {
 	if gt.turn {
-		gt.g.oldest() // a turn that will not run: the oldest function never starts
+		gt.g.oldest() // a dropped turn: the oldest function never begins
 	}
 	gt.g.fail(cause)
 	gt.g.finish()
+}
+
+// refuse takes back a function the pool refused before it was queued:
+// that one, not the oldest, never begins.
+func (g *Group) refuse(gt *groupTask, cause error) {
+	g.mu.Lock()
+	for i := len(g.fifo) - 1; i >= g.first; i-- {
+		if g.fifo[i] == gt {
+			g.fifo = append(g.fifo[:i], g.fifo[i+1:]...)
+			break
+		}
+	}
+	g.mu.Unlock()
+	g.fail(cause)
+	g.finish()
 }
 
 // oldest takes the oldest function started from outside.
@@ -205,7 +222,7 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	g.fifo = append(g.fifo, gt)
 	g.mu.Unlock()
 	if err := g.pool.push(context.Background(), g.pool.nextGroup(), &gt.task, true); err != nil {
-		gt.drop(err)
+		g.refuse(gt, err)
 	}
 }
 
