@@ -1,0 +1,77 @@
+package pool
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// the user's *Pool is unreachable while the user is still inside
+// a blocking call on it (Run, ParallelFor): the cleanup closes intake
+// under work that is still running, and that work's submissions through
+// w.Pool() are refused although nobody called Close.
+func TestHardCleanupFiresDuringRun(t *testing.T) {
+	var refused int
+	for range 20 {
+		err := func() error {
+			p := hardPool(t, WithWorkers(2))
+			_, err := Run(p, func(w *Worker) (int, error) {
+				for range 3 {
+					runtime.GC()
+					time.Sleep(time.Millisecond)
+				}
+				_, err := Run(w.Pool(), func(*Worker) (int, error) { return 1, nil })
+				return 0, err
+			})
+			return err
+		}()
+		if errors.Is(err, ErrClosed) {
+			refused++
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d of 20: Run(w.Pool(), ...) inside Run(p, ...) returned ErrClosed: the pool was closed by the collector while the caller was still waiting in Run(p)", refused)
+	}
+}
+
+func TestHardCleanupFiresDuringParallelFor(t *testing.T) {
+	var refused int
+	for range 20 {
+		func() {
+			p := hardPool(t, WithWorkers(2))
+			_ = p.ParallelFor(4, 1, func(w *Worker, lo, hi int) {
+				if lo == 0 {
+					for range 3 {
+						runtime.GC()
+						time.Sleep(time.Millisecond)
+					}
+				}
+				if err := w.Pool().Submit(func(*Worker) {}); errors.Is(err, ErrClosed) {
+					refused++ // racy counter, only for the report
+				}
+			})
+		}()
+	}
+	if refused > 0 {
+		t.Errorf("%d loop bodies: w.Pool().Submit inside p.ParallelFor returned ErrClosed (pool closed by the collector while ParallelFor runs)", refused)
+	}
+}
+
+// A Node (or a Future) keeps its pool open: the cleanup for a dropped
+// Pool does not close it while a kept Node is still used.
+func TestHardNodeKeepsPoolOpen(t *testing.T) {
+	n := func() Node {
+		p := hardPool(t, WithWorkers(2))
+		return p.Node(p.Nodes()[0])
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	done := make(chan struct{})
+	if err := n.Submit(func(*Worker) { close(done) }); err != nil {
+		t.Fatalf("Node.Submit after a GC: %v (the pool was closed as dropped while its Node is kept)", err)
+	}
+	within(t, hangBound, "the task", func() { <-done })
+	within(t, hangBound, "Close", func() { _ = n.p.Close() })
+}
