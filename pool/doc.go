@@ -17,12 +17,22 @@
 // the other nodes' workers and inject shards, nearest first; then it
 // parks, costing no CPU until work arrives.
 //
-// Outside any task you hold the *Pool: Submit, SubmitTo, SubmitToStrict,
-// TrySubmit, SubmitCtx, Group, ParallelFor, ParallelForCtx, Split, Stats,
-// Explain, Close, Shutdown. Inside a task you hold the *Worker that runs
-// it: Spawn, Join, Group, ParallelFor, ID, Node, CPU, Pool. A Group's Go
-// and Wait may be called anywhere and do what fits the caller (push and
-// help on a worker, submit and block outside).
+// Outside any task you hold the *Pool: Submit, TrySubmit, SubmitCtx,
+// Node (a node to submit to, soft or Strict; SubmitTo and SubmitToStrict
+// are short for it), Group, Join, ParallelFor, ParallelForCtx,
+// ParallelForErr, Split, Stats, Explain, Close, Shutdown. Inside a task
+// you hold the *Worker that runs it: Spawn, Join, Group, ParallelFor,
+// ParallelForCtx, ParallelForErr, ID, Node, CPU, Pool. A Group's Go and
+// Wait may be called anywhere and do what fits the caller (push and help
+// on a worker, submit and block outside).
+//
+// Results: Run runs a function returning (T, error) on a Target (the
+// pool, a Node, or the calling worker) and waits for it; Async returns a
+// Future to wait on later (Wait, WaitCtx, Done); the generic Join returns
+// both halves' values. MapReduce combines per-chunk results in a fixed
+// order, and PerWorker keeps one padded value per worker. Waiting from
+// inside a task runs other tasks meanwhile, never blocking the worker
+// while work is queued.
 //
 // Errors and misuse: conditions a caller cannot rule out return errors
 // to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
