@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,8 @@ type Worker struct {
 	bound         topology.CPUSet // the OS CPUs the thread is bound to
 	tid           int             // the worker's OS thread (0 where unknown)
 	owner         ownerID
+	runnable      [1]metrics.Sample // for othersRunnable
+	fromWorker    bool              // the task being started was stolen from a worker
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
@@ -80,11 +83,13 @@ func newWorker(p *sched, g *group, id, cpu int) *Worker {
 	if p.cfg.interval > 0 {
 		interval = p.cfg.interval
 	}
-	return &Worker{
+	w := &Worker{
 		pool: p, group: g, id: id, cpu: cpu, local: l, stealer: s,
 		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
 		interval: uint32(interval),
 	}
+	w.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	return w
 }
 
 // ID returns the worker's index in the pool (0..Workers()-1).
@@ -442,6 +447,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 		w.c.StealsCrossNode++
 		w.c.TasksStolenCrossNode += n
 	}
+	w.fromWorker = true // fork-join and spawned work: keep a searcher about
 	return t
 }
 
@@ -455,11 +461,18 @@ func (w *Worker) run(t *task) {
 		w.pool.idle.notify(home.index)
 		return
 	}
+	fromWorker := w.fromWorker
+	w.fromWorker = false
 	if w.searching {
 		// Found work (by stealing, or from the queues after a wake-up):
 		// stop searching; the last searcher wakes another to keep looking.
 		w.searching = false
-		if w.pool.idle.stopSearching(w.group) {
+		// A task taken from another worker means tasks are making tasks:
+		// keep a searcher about to take the next ones. One taken from a
+		// shard with nothing else queued is a hand-off from outside:
+		// waking a worker for nothing would cost the hand-off a thread
+		// wake-up (and hold a processor the submitter may need).
+		if w.pool.idle.stopSearching(w.group) && (fromWorker || w.pool.queuedAnywhere()) {
 			w.pool.idle.notify(w.group.index)
 		}
 	}
@@ -550,13 +563,24 @@ func (w *Worker) park() bool {
 // half spin.
 func (w *Worker) spin() *task {
 	deadline := time.Now().Add(spinBeforePark)
-	for w.pool.state.Load() == running && time.Now().Before(deadline) {
+	for i := 0; w.pool.state.Load() == running && time.Now().Before(deadline); i++ {
 		if t := w.next(); t != nil {
 			return t
 		}
 		if t := w.search(); t != nil {
 			return t
 		}
+		if i%8 == 7 && w.othersRunnable() {
+			return nil // park: a goroutine waits for the processor this spin holds
+		}
 	}
 	return nil
+}
+
+// othersRunnable reports whether goroutines wait for a processor. A
+// worker's thread is locked to it, so while it spins the goroutine a task
+// just readied (a waiter on a channel) may wait for this very processor.
+func (w *Worker) othersRunnable() bool {
+	metrics.Read(w.runnable[:])
+	return w.runnable[0].Value.Kind() == metrics.KindUint64 && w.runnable[0].Value.Uint64() > 0
 }
