@@ -103,11 +103,12 @@ func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
 // Wait in one call. On the calling task's own worker it simply calls fn
 // (panics still come back as a *PanicError).
 //
-// Cost: from outside the pool a round trip wakes a parked worker when
-// none is searching, about 30 µs on a 2-CPU VM (BenchmarkPingPongRun),
-// against well under a microsecond for a goroutine and a channel. Offload
-// batches (Async many, then Wait; a Group; ParallelFor), not one small
-// job at a time.
+// Cost, from outside the pool on a 2-CPU VM: a round trip is about 1 µs
+// when calls come back to back (a worker is still searching and the
+// waiter's short spin sees the result; BenchmarkPingPongRun), and about
+// 30 µs when a parked worker's thread must be woken; a goroutine and a
+// channel cost about 0.3 µs. Offload batches (Async many, then Wait; a
+// Group; ParallelFor) rather than one small job at a time.
 func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 	if w, ok := on.(*Worker); ok {
 		if fn == nil {
