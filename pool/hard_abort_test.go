@@ -25,7 +25,7 @@ func TestHardShutdownRacesDrainAccounting(t *testing.T) {
 		if iter%5 == 0 {
 			opts = append(opts, WithPanicHandler(func(any, []byte) {}))
 		}
-		p := hardPool(t, opts...)
+		p := newTestPool(t, opts...)
 		var plainAcc, plainRan atomic.Int64
 		var futRan, futAband, futOther atomic.Int64
 		var joinBRan, joinBAband atomic.Int64
@@ -186,7 +186,7 @@ func TestHardLoopsFailingDuringAbort(t *testing.T) {
 		if iter%2 == 0 {
 			opts = append(opts, WithStrictLoops())
 		}
-		p := hardPool(t, opts...)
+		p := newTestPool(t, opts...)
 		var wg sync.WaitGroup
 		errc := make(chan string, 1000)
 		boom := errors.New("boom")

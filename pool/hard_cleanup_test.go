@@ -15,7 +15,7 @@ func TestHardCleanupFiresDuringRun(t *testing.T) {
 	var refused int
 	for range 20 {
 		err := func() error {
-			p := hardPool(t, WithWorkers(2))
+			p := newTestPool(t, WithWorkers(2))
 			_, err := Run(p, func(w *Worker) (int, error) {
 				for range 3 {
 					runtime.GC()
@@ -39,7 +39,7 @@ func TestHardCleanupFiresDuringParallelFor(t *testing.T) {
 	var refused int
 	for range 20 {
 		func() {
-			p := hardPool(t, WithWorkers(2))
+			p := newTestPool(t, WithWorkers(2))
 			_ = p.ParallelFor(4, 1, func(w *Worker, lo, hi int) {
 				if lo == 0 {
 					for range 3 {
@@ -62,7 +62,7 @@ func TestHardCleanupFiresDuringParallelFor(t *testing.T) {
 // Pool does not close it while a kept Node is still used.
 func TestHardNodeKeepsPoolOpen(t *testing.T) {
 	n := func() Node {
-		p := hardPool(t, WithWorkers(2))
+		p := newTestPool(t, WithWorkers(2))
 		return p.Node(p.Nodes()[0])
 	}()
 	for range 3 {

@@ -11,14 +11,6 @@ import (
 	"time"
 )
 
-func hardPool(t *testing.T, opts ...Option) *Pool {
-	t.Helper()
-	p, err := newPool(append(opts, WithoutEnv()), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // after an abort, a worker waiting inside a task (helpUntil) no
 // longer steals; what it waits for sits in a busy worker's LIFO slot, and
@@ -33,7 +25,7 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 			name = "aborting"
 		}
 		t.Run(name, func(t *testing.T) {
-			p := hardPool(t, WithWorkers(2))
+			p := newTestPool(t, WithWorkers(2))
 			var fut atomic.Pointer[Future[int]]
 			startWait := make(chan struct{})
 			t2done := make(chan struct{})
@@ -103,7 +95,7 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 func TestHardBoundedSubmitFromInside(t *testing.T) {
 	for _, how := range []string{"Submit", "PoolJoin", "AsyncWait"} {
 		t.Run(how, func(t *testing.T) {
-			p := hardPool(t, WithWorkers(2), WithShardBound(1))
+			p := newTestPool(t, WithWorkers(2), WithShardBound(1))
 			var ran atomic.Int64
 			var wg sync.WaitGroup
 			var rec func(depth int) func(*Worker)
@@ -155,7 +147,7 @@ func TestHardBoundedSubmitFromInside(t *testing.T) {
 func TestHardStatsSubmittedInnerLoop(t *testing.T) {
 	for _, spec := range []string{"", "2x1"} {
 		t.Run(specName(spec), func(t *testing.T) {
-			p := hardPool(t, specOpts(spec)...)
+			p := newTestPool(t, specOpts(spec)...)
 			for range 20 {
 				_ = p.Submit(func(w *Worker) {
 					_ = w.ParallelFor(10000, 10, func(w *Worker, lo, hi int) { spinFor(time.Microsecond) })
@@ -176,7 +168,7 @@ func TestHardStatsSubmittedInnerLoop(t *testing.T) {
 // workers' g must not be taken for workers.
 func TestHardGReuseAfterEnd(t *testing.T) {
 	for round := range 20 {
-		p := hardPool(t, WithWorkers(2))
+		p := newTestPool(t, WithWorkers(2))
 		var ws [2]*Worker
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -222,8 +214,8 @@ func TestHardGReuseAfterEnd(t *testing.T) {
 // another pool, while the first pool closes or aborts.
 func TestHardCrossPoolWaitersDuringExit(t *testing.T) {
 	for iter := range 30 {
-		a := hardPool(t, WithSpec("2x1"))
-		b := hardPool(t, WithWorkers(2))
+		a := newTestPool(t, WithSpec("2x1"))
+		b := newTestPool(t, WithWorkers(2))
 		var ran, accepted atomic.Int64
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
@@ -290,7 +282,7 @@ func TestHardCrossPoolWaitersDuringExit(t *testing.T) {
 // inside a task, then from outside; TrySubmit/SubmitCtx racing.
 func TestHardBoundedCloseFromInside(t *testing.T) {
 	for iter := range 50 {
-		p := hardPool(t, WithSpec("2x1"), WithShardBound(2))
+		p := newTestPool(t, WithSpec("2x1"), WithShardBound(2))
 		var accepted, ran atomic.Int64
 		release := make(chan struct{})
 		// occupy both workers
