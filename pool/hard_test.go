@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-
 // after an abort, a worker waiting inside a task (helpUntil) no
 // longer steals; what it waits for sits in a busy worker's LIFO slot, and
 // that worker's task waits for the waiter. In the running state the waiter
