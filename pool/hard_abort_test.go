@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// S1: exact accounting of plain tasks, Futures and Join halves while
+// Exact accounting of plain tasks, Futures and Join halves while
 // several Shutdowns with tiny deadlines and Closes race the drain.
 func TestHardShutdownRacesDrainAccounting(t *testing.T) {
 	specs := []string{"", "2x2", "4x1", "2x1"}
@@ -176,7 +176,7 @@ func rng2i(e, iter int) int {
 	return grng.IntN(1 + (iter % 7))
 }
 
-// S3: ParallelForErr, MapReduce and groups with limits, from outside and
+// ParallelForErr, MapReduce and groups with limits, from outside and
 // inside, failing while Shutdown aborts: every waiter returns.
 func TestHardLoopsFailingDuringAbort(t *testing.T) {
 	specs := []string{"", "2x2", "4x1"}

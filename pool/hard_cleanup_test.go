@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// the user's *Pool is unreachable while the user is still inside
-// a blocking call on it (Run, ParallelFor): the cleanup closes intake
-// under work that is still running, and that work's submissions through
-// w.Pool() are refused although nobody called Close.
+// The user's *Pool stays open while the user is inside a blocking call on
+// it (Run, ParallelFor), even if nothing else refers to it: the cleanup
+// for a dropped Pool must not close intake under work that still runs
+// and submits through w.Pool().
 func TestHardCleanupFiresDuringRun(t *testing.T) {
 	var refused int
 	for range 20 {

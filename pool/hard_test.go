@@ -11,12 +11,11 @@ import (
 	"time"
 )
 
-// after an abort, a worker waiting inside a task (helpUntil) no
-// longer steals; what it waits for sits in a busy worker's LIFO slot, and
-// that worker's task waits for the waiter. In the running state the waiter
-// would have stolen the task and everyone returns. After the abort nobody
-// ever runs or drops it: Shutdown never returns (bounded here by a 3 s
-// timeout inside T1, which is what lets the test end).
+// After an abort, a worker waiting inside a task (helpUntil) runs nothing
+// but must still complete what it waits for: here that sits in a busy
+// worker's LIFO slot, and that worker's task waits for the waiter. The
+// waiter drops it from there, so both tasks and Shutdown return (a 3 s
+// timeout inside T1 bounds the test if they do not).
 func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 	for _, abort := range []bool{false, true} {
 		name := "running"
@@ -88,9 +87,9 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 	}
 }
 
-// with WithShardBound, Submit / Async / Pool.Join from inside a task
-// block the worker without helping; tasks that each submit children
-// deadlock the pool (until Close).
+// With WithShardBound, Submit / Async / Pool.Join from inside a task do
+// not wait for room (only the workers make it): a tree of tasks that each
+// submit children completes instead of deadlocking the pool.
 func TestHardBoundedSubmitFromInside(t *testing.T) {
 	for _, how := range []string{"Submit", "PoolJoin", "AsyncWait"} {
 		t.Run(how, func(t *testing.T) {
@@ -142,7 +141,7 @@ func TestHardBoundedSubmitFromInside(t *testing.T) {
 	}
 }
 
-// Stats.Submitted vs TasksRun with loops called from inside tasks.
+// Stats.Submitted matches TasksRun with loops called from inside tasks.
 func TestHardStatsSubmittedInnerLoop(t *testing.T) {
 	for _, spec := range []string{"", "2x1"} {
 		t.Run(specName(spec), func(t *testing.T) {
@@ -163,8 +162,8 @@ func TestHardStatsSubmittedInnerLoop(t *testing.T) {
 	}
 }
 
-// g-address reuse after workers end: goroutines reusing the ended
-// workers' g must not be taken for workers.
+// Goroutines that reuse ended workers' g addresses are not taken for
+// workers.
 func TestHardGReuseAfterEnd(t *testing.T) {
 	for round := range 20 {
 		p := newTestPool(t, WithWorkers(2))
@@ -209,8 +208,8 @@ func TestHardGReuseAfterEnd(t *testing.T) {
 	}
 }
 
-// waiting on one pool's Group/Future/loop from inside tasks of
-// another pool, while the first pool closes or aborts.
+// Waiting on one pool's Group/Future/loop from inside tasks of another
+// pool, while the first pool closes or aborts: every waiter returns.
 func TestHardCrossPoolWaitersDuringExit(t *testing.T) {
 	for iter := range 30 {
 		a := newTestPool(t, WithSpec("2x1"))
