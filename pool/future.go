@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"runtime"
-	"sync/atomic"
 )
 
 // Target is where Async, Run and Join send work: a *Pool (any node, as
@@ -73,12 +72,11 @@ func (w *Worker) poolOf() *Pool { return w.Pool() }
 // up before the function started, the error wraps ErrAbandoned.
 type Future[T any] struct {
 	task
-	fn   func(*Worker) (T, error)
-	val  T
-	err  error
-	done atomic.Bool   // set once val and err are final
-	ch   chan struct{} // closed when done is set
-	p    *Pool
+	fn  func(*Worker) (T, error)
+	val T
+	err error
+	ch  chan struct{} // closed once val and err are final: the one sign of done
+	p   *Pool
 }
 
 // Async runs fn on the target and returns its Future. If the target
@@ -139,11 +137,19 @@ func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
 func (f *Future[T]) finish(v T, err error) {
 	f.val, f.err = v, err
 	f.fn = nil
-	close(f.ch)        // publishes val and err to Done's readers,
-	f.done.Store(true) // and then to isDone's: whoever sees done sees Done closed
+	close(f.ch) // publishes val and err: the close happens before every receive
 }
 
-func (f *Future[T]) isDone() bool { return f.done.Load() }
+// isDone reports whether the result is ready (a receive that does not
+// block: a few nanoseconds, no lock).
+func (f *Future[T]) isDone() bool {
+	select {
+	case <-f.ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // Done returns a channel closed when the result is ready.
 func (f *Future[T]) Done() <-chan struct{} { return f.ch }
@@ -151,7 +157,7 @@ func (f *Future[T]) Done() <-chan struct{} { return f.ch }
 // Wait waits for the result and returns it; it may be called any number
 // of times, from any goroutine.
 func (f *Future[T]) Wait() (T, error) {
-	if !f.done.Load() {
+	if !f.isDone() {
 		if w := f.p.workerOf(); w != nil {
 			w.helpUntil(f.isDone)
 		} else if !spinUntil(f.isDone) {
@@ -165,16 +171,16 @@ func (f *Future[T]) Wait() (T, error) {
 // the function still runs (or keeps running) and the Future completes
 // later.
 func (f *Future[T]) WaitCtx(ctx context.Context) (T, error) {
-	if !f.done.Load() {
+	if !f.isDone() {
 		if w := f.p.workerOf(); w != nil {
-			w.helpUntil(func() bool { return f.done.Load() || ctx.Err() != nil })
+			w.helpUntil(func() bool { return f.isDone() || ctx.Err() != nil })
 		} else {
 			select {
 			case <-f.ch:
 			case <-ctx.Done():
 			}
 		}
-		if !f.done.Load() {
+		if !f.isDone() { // a result that is ready wins over a done ctx
 			var zero T
 			return zero, ctx.Err()
 		}
