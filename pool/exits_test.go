@@ -404,16 +404,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		waitClosed(t, allBlocked, hangBound, "both workers entering the loop body")
 		shutdownIn(t, p, 20*time.Millisecond, release)
 		waitClosed(t, done, hangBound, "ParallelFor from outside when Shutdown gave up on its pieces")
-		missing := 0
-		for i := range runs {
-			switch runs[i].Load() {
-			case 0:
-				missing++
-			case 1:
-			default:
-				t.Fatalf("index %d ran %d times", i, runs[i].Load())
-			}
-		}
+		missing := unrun(t, runs)
 		if missing > 0 {
 			wantAbandoned(t, "ParallelFor", err)
 		}
@@ -515,16 +506,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		waitClosed(t, looping, hangBound, "the looping task starting")
 		shutdownIn(t, p, 20*time.Millisecond, release)
 		waitClosed(t, looped, hangBound, "w.ParallelFor when Shutdown gave up on a block")
-		missing := 0
-		for i := range runs {
-			switch runs[i].Load() {
-			case 0:
-				missing++
-			case 1:
-			default:
-				t.Fatalf("index %d ran %d times", i, runs[i].Load())
-			}
-		}
+		missing := unrun(t, runs)
 		if missing > 0 && !errors.Is(loopErr, ErrAbandoned) {
 			t.Errorf("w.ParallelFor left %d indexes unrun and returned %v; want an error wrapping ErrAbandoned", missing, loopErr)
 		}
@@ -1063,4 +1045,20 @@ func TestDroppedPoolReleasesThreads(t *testing.T) {
 				n, baseG, g, baseT, th)
 		}
 	}
+}
+
+// unrun returns how many indexes never ran, and fails the test at one
+// that ran more than once.
+func unrun(t *testing.T, runs []atomic.Int32) (missing int) {
+	t.Helper()
+	for i := range runs {
+		switch runs[i].Load() {
+		case 0:
+			missing++
+		case 1:
+		default:
+			t.Fatalf("index %d ran %d times", i, runs[i].Load())
+		}
+	}
+	return missing
 }

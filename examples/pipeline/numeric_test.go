@@ -171,34 +171,25 @@ func TestTriad(t *testing.T) {
 
 func BenchmarkTriad(b *testing.B) {
 	const s = 3.0
-	b.Run("numapool", func(b *testing.B) {
-		p := newPool(b)
-		tr, err := triadAllocNumapool(p, triadN)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tr.release()
-		for b.Loop() {
-			if err := triadNumapool(p, tr, s, triadSteps); err != nil {
+	for _, v := range []struct {
+		name  string
+		triad func(*pool.Pool, *triadArrays, float64, int) error
+	}{{"numapool", triadNumapool}, {"numapool-nodes", triadNodes}} {
+		b.Run(v.name, func(b *testing.B) {
+			p := newPool(b)
+			tr, err := triadAllocNumapool(p, triadN)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		b.SetBytes(3 * 8 * triadN * triadSteps)
-	})
-	b.Run("numapool-nodes", func(b *testing.B) {
-		p := newPool(b)
-		tr, err := triadAllocNumapool(p, triadN)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tr.release()
-		for b.Loop() {
-			if err := triadNodes(p, tr, s, triadSteps); err != nil {
-				b.Fatal(err)
+			defer tr.release()
+			for b.Loop() {
+				if err := v.triad(p, tr, s, triadSteps); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.SetBytes(3 * 8 * triadN * triadSteps)
-	})
+			b.SetBytes(3 * 8 * triadN * triadSteps)
+		})
+	}
 	b.Run("errgroup", func(b *testing.B) {
 		x, y, z := triadAllocErrgroup(triadN)
 		for b.Loop() {
