@@ -63,8 +63,8 @@ func BenchmarkSubmitAnts(b *testing.B) {
 	wg.Wait()
 }
 
-// Spawning from inside tasks: roots each spawn 1000 children (Tokio's
-// spawn_many shape).
+// Spawning from inside tasks: roots each spawn 1000 children, all roots
+// submitted at once, so the backlog grows to b.N tasks.
 func BenchmarkSpawn(b *testing.B) {
 	p := benchPool(b)
 	const fan = 1000
@@ -82,6 +82,44 @@ func BenchmarkSpawn(b *testing.B) {
 		})
 	}
 	wg.Wait()
+}
+
+// Tokio's spawn_many shape: a root spawns 1000 children and the caller
+// waits for them before the next root, so about a thousand tasks are in
+// flight at a time.
+func BenchmarkSpawnMany(b *testing.B) {
+	p := benchPool(b)
+	const fan = 1000
+	var wg sync.WaitGroup
+	leaf := func(*Worker) { wg.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += fan {
+		n := min(fan, b.N-i)
+		wg.Add(n)
+		_ = p.Submit(func(w *Worker) {
+			for range n {
+				w.Spawn(leaf)
+			}
+		})
+		wg.Wait()
+	}
+}
+
+func BenchmarkSpawnManyGoroutine(b *testing.B) {
+	const fan = 1000
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += fan {
+		n := min(fan, b.N-i)
+		wg.Add(n)
+		go func() {
+			for range n {
+				go wg.Done()
+			}
+		}()
+		wg.Wait()
+	}
 }
 
 func BenchmarkSpawnGoroutine(b *testing.B) {

@@ -71,6 +71,7 @@ type sched struct {
 	workers  []*Worker
 	layout   *steal.Layout
 	idle     idle
+	stash    stash               // task records to reuse (task.go)
 	byG      map[uintptr]*Worker // the workers by their goroutine (owner.go); read-only once started
 	order    []int               // Submit's round robin over groups, weighted by size
 	rr       atomic.Uint64
@@ -267,7 +268,7 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
-	return p.push(ctx, g, &task{job: fnJob(fn), home: home}, wait)
+	return p.push(ctx, g, &task{job: fnJob(fn), home: home, plain: true}, wait)
 }
 
 // push queues t, accepted from outside the pool or from a task, in g's

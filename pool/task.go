@@ -1,5 +1,7 @@
 package pool
 
+import "sync"
+
 // task is one unit of work in a queue: what it does, and where it may
 // run. home >= 0 keeps it inside that node group (SubmitToStrict, a loop's
 // node block): it is queued in the group's pinned shard, which only the
@@ -7,8 +9,11 @@ package pool
 // (a loop piece) sends it home.
 type task struct {
 	job  job
-	home int32  // node group index, or -1
-	slot *group // the group whose bound this task holds a place in, until started
+	home int32 // node group index, or -1
+	// plain marks a record of its own (Submit, Spawn), which the worker
+	// that ran it may reuse; other tasks are embedded in their job.
+	plain bool
+	slot  *group // the group whose bound this task holds a place in, until started
 }
 
 // job is what a task does. Exactly one of run and drop is called, once:
@@ -34,4 +39,101 @@ func (t *task) release() {
 		<-t.slot.slots
 		t.slot = nil
 	}
+}
+
+// Task records are reused, as Tokio and Go's runtime reuse theirs, so
+// that a task costs no allocation once the pool has warmed up. A worker
+// keeps the records of the plain tasks it ran (Submit, Spawn) and makes
+// new tasks from them. Records flow from the worker that makes tasks to
+// those that run them, so the workers' lists are balanced in batches
+// through the pool's stash: a worker with a full list gives a batch
+// away, one with an empty list takes one. A record is reused only once
+// its job has returned on the worker that ran it: no queue or slot
+// refers to it then.
+const (
+	freeBatch = 128 // records in a batch; a worker keeps up to two
+	maxStash  = 64  // full batches the stash keeps; more go to the GC
+	slabTasks = 32  // records allocated at once
+)
+
+type taskBatch [freeBatch]*task
+
+// stash holds the batches of records that workers gave away, and empty
+// batches to fill. A worker visits it once per freeBatch tasks.
+type stash struct {
+	mu    sync.Mutex
+	full  []*taskBatch
+	empty []*taskBatch
+}
+
+// newTask returns a plain task record for fn.
+func (w *Worker) newTask(fn func(*Worker), home int32) *task {
+	if len(w.free) == 0 {
+		w.pool.stash.take(w)
+	}
+	if n := len(w.free); n > 0 {
+		t := w.free[n-1]
+		w.free = w.free[:n-1]
+		t.job, t.home = fnJob(fn), home
+		return t
+	}
+	return w.allocTasks(fn, home)
+}
+
+// allocTasks makes records a slab at a time, when neither the worker nor
+// the stash has one: a backlog of spawned tasks needs a record each, and
+// one allocation of many costs less than many of one.
+func (w *Worker) allocTasks(fn func(*Worker), home int32) *task {
+	slab := new([slabTasks]task)
+	for i := range slab[1:] {
+		t := &slab[1+i]
+		t.plain = true
+		w.free = append(w.free, t)
+	}
+	t := &slab[0]
+	t.job, t.home, t.plain = fnJob(fn), home, true
+	return t
+}
+
+// reuse keeps a plain task record that has run, for newTask.
+func (w *Worker) reuse(t *task) {
+	t.job = nil
+	if len(w.free) == 2*freeBatch {
+		w.pool.stash.give(w)
+	}
+	w.free = append(w.free, t)
+}
+
+// give moves the upper half of w's free list to the stash.
+func (s *stash) give(w *Worker) {
+	half := w.free[freeBatch:]
+	s.mu.Lock()
+	if len(s.full) < maxStash {
+		var b *taskBatch
+		if n := len(s.empty); n > 0 {
+			b, s.empty = s.empty[n-1], s.empty[:n-1]
+		} else {
+			b = new(taskBatch)
+		}
+		copy(b[:], half)
+		s.full = append(s.full, b)
+	}
+	s.mu.Unlock()
+	clear(half)
+	w.free = w.free[:freeBatch]
+}
+
+// take fills w's empty free list from the stash, if it has a batch.
+func (s *stash) take(w *Worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.full)
+	if n == 0 {
+		return
+	}
+	b := s.full[n-1]
+	s.full = s.full[:n-1]
+	w.free = append(w.free, b[:]...)
+	clear(b[:])
+	s.empty = append(s.empty, b)
 }

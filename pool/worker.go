@@ -60,6 +60,7 @@ type Worker struct {
 	clockOn   bool
 	lifoRuns  int
 	batch     []*task
+	free      []*task // plain task records to reuse (newTask)
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	// remoteWait[g] is when the worker may steal from group g again
@@ -86,7 +87,7 @@ func newWorker(p *sched, g *group, id, cpu int) *Worker {
 	w := &Worker{
 		pool: p, group: g, id: id, cpu: cpu, local: l, stealer: s,
 		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
-		interval: uint32(interval),
+		interval: uint32(interval), free: make([]*task, 0, 2*freeBatch),
 	}
 	w.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return w
@@ -129,7 +130,7 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 		panic("pool: Spawn of a nil function")
 	}
 	w.owner.check("Spawn")
-	w.spawn(&task{job: fnJob(fn), home: -1})
+	w.spawn(w.newTask(fn, -1))
 }
 
 // spawn puts t in the LIFO slot, the slot's previous task at the back of
@@ -481,6 +482,9 @@ func (w *Worker) run(t *task) {
 	}
 	w.c.TasksRun++
 	t.job.run(w)
+	if t.plain {
+		w.reuse(t)
+	}
 	w.c.Completed++
 	w.tick++
 	if w.sinceLook++; w.sinceLook >= w.interval {

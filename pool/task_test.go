@@ -1,0 +1,48 @@
+package pool
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Task records are reused (task.go): every task still runs exactly once
+// when records pass between workers through the stash, and a warmed-up
+// pool spawns without allocating a record per task. Waves of spawns on
+// four workers in two nodes make records run on other workers than the
+// one that made them, and fill and drain the stash.
+func TestSpawnReusesRecords(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	const fan = 3 * maxStash * freeBatch / 4 // more than the workers' own lists hold
+	counts := make([]atomic.Int32, fan)
+	var wg sync.WaitGroup
+	wave := func() {
+		wg.Add(fan)
+		err := p.Submit(func(w *Worker) {
+			for i := range fan {
+				w.Spawn(func(*Worker) { counts[i].Add(1); wg.Done() })
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+	const waves = 20
+	for range waves {
+		wave()
+	}
+	for i := range counts {
+		if n := counts[i].Load(); n != waves {
+			t.Fatalf("task %d ran %d times in %d waves", i, n, waves)
+		}
+	}
+	if raceEnabled {
+		return // the race detector's allocations would blur the count
+	}
+	// A wave allocates fan closures; a record each would double that.
+	if allocs := testing.AllocsPerRun(5, wave); allocs > 1.25*fan {
+		t.Errorf("a wave of %d spawns allocated %.0f times: records are not reused", fan, allocs)
+	}
+}
