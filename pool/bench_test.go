@@ -2,6 +2,7 @@ package pool
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -179,16 +180,29 @@ func BenchmarkPingPong(b *testing.B) {
 
 // Ping-pong through the pool's own waiting primitive: Run submits and
 // waits on the Future (a short spin before it blocks).
-func BenchmarkPingPongRun(b *testing.B) {
-	p := benchPool(b)
+func BenchmarkPingPongRun(b *testing.B) { benchRun(b, benchPool(b)) }
+
+// The same with workers that never sleep (WithWaitPolicy(Active)).
+func BenchmarkPingPongRunActive(b *testing.B) { benchRun(b, benchPool(b, WithWaitPolicy(Active))) }
+
+// benchRun hands one function at a time to p with Run, back to back, and
+// reports the median and 99th percentile of the round trips.
+func benchRun(b *testing.B, p *Pool) {
 	fn := func(*Worker) (int, error) { return 1, nil }
+	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
+		start := time.Now()
 		if _, err := Run(p, fn); err != nil {
 			b.Fatal(err)
 		}
+		lat = append(lat, time.Since(start))
 	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
 
 func BenchmarkPingPongGoroutine(b *testing.B) {

@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/numapool/numapool/launch"
 	"github.com/numapool/numapool/topology"
@@ -24,7 +25,8 @@ func (p *Pool) Explain() string {
 	if p.cfg.interval > 0 {
 		interval = fmt.Sprint(p.cfg.interval)
 	}
-	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s\n", interval, boundText(p.cfg.shardBound))
+	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s; wait policy: %s, %s\n",
+		interval, boundText(p.cfg.shardBound), p.cfg.wait, blockTimeText(p.cfg.spinFor()))
 	for _, g := range p.groups {
 		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
 		if g.node.MemoryBytes > 0 {
@@ -82,4 +84,11 @@ func boundText(n int) string {
 		return "none"
 	}
 	return fmt.Sprint(n, " tasks per node")
+}
+
+func blockTimeText(d time.Duration) string {
+	if d < 0 {
+		return "idle workers never sleep"
+	}
+	return fmt.Sprintf("idle workers sleep after %v", d)
 }

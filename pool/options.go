@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/steal"
@@ -39,6 +40,100 @@ type config struct {
 	interval     int // fairness interval; 0: self-tuned
 	strictLoops  bool
 	noEnv        bool
+	wait         WaitPolicy
+	waitSet      bool
+	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
+	blockTimeSet bool
+}
+
+// WaitPolicy is what idle workers do, in OpenMP's words (OMP_WAIT_POLICY).
+type WaitPolicy int
+
+const (
+	// Passive workers look for work for the block time, then sleep until
+	// work arrives: an idle pool costs no CPU, and a hand-off to a
+	// sleeping pool costs a thread wake-up (tens of microseconds).
+	Passive WaitPolicy = iota
+	// Active workers keep looking while the pool runs: a hand-off is
+	// picked up within a microsecond or so, and an idle pool keeps up to
+	// half its workers' CPUs busy. A spinning worker still yields its
+	// processor to goroutines that wait for one. WithBlockTime or
+	// NUMAPOOL_BLOCKTIME bounds the spinning, as in OpenMP.
+	Active
+)
+
+// DefaultBlockTime is how long an idle passive worker keeps looking for
+// work before it sleeps (OpenMP's KMP_BLOCKTIME defaults to 200 ms: a
+// pool serves shorter bursts between other work, so it spins less).
+const DefaultBlockTime = 50 * time.Microsecond
+
+func (w WaitPolicy) String() string {
+	if w == Active {
+		return "active"
+	}
+	return "passive"
+}
+
+// ParseWaitPolicy parses "passive" or "active" (case-insensitive).
+func ParseWaitPolicy(s string) (WaitPolicy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "passive":
+		return Passive, nil
+	case "active":
+		return Active, nil
+	}
+	return Passive, fmt.Errorf("unknown wait policy %q (want passive or active)", s)
+}
+
+// ParseBlockTime parses a block time as NUMAPOOL_BLOCKTIME gives it: a
+// duration with its unit (200us, 1ms), a plain number of milliseconds
+// (as KMP_BLOCKTIME), or "infinite" (never sleep), returned as -1.
+func ParseBlockTime(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "infinite") {
+		return -1, nil
+	}
+	if n, err := strconv.ParseUint(s, 10, 31); err == nil {
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad block time %q (want 200us, 1ms, a number of ms, or infinite)", s)
+	}
+	return d, nil
+}
+
+// WithWaitPolicy sets what idle workers do (default Passive).
+func WithWaitPolicy(w WaitPolicy) Option {
+	return optionFunc(func(c *config) error {
+		if w != Passive && w != Active {
+			return fmt.Errorf("pool: WithWaitPolicy(%d): want Passive or Active", int(w))
+		}
+		c.wait, c.waitSet = w, true
+		return nil
+	})
+}
+
+// WithBlockTime sets how long an idle worker keeps looking for work
+// before it sleeps (default DefaultBlockTime for Passive, no limit for
+// Active); 0 sleeps at once, and a negative d never sleeps.
+func WithBlockTime(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		c.blockTime, c.blockTimeSet = max(d, -1), true
+		return nil
+	})
+}
+
+// spinFor is how long an idle searcher looks before it sleeps; < 0: it
+// never sleeps while the pool runs.
+func (c *config) spinFor() time.Duration {
+	switch {
+	case c.blockTimeSet:
+		return c.blockTime
+	case c.wait == Active:
+		return -1
+	}
+	return DefaultBlockTime
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
@@ -174,6 +269,8 @@ const (
 	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
 	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
 	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
+	EnvWaitPolicy = "NUMAPOOL_WAIT_POLICY" // passive or active
+	EnvBlockTime  = "NUMAPOOL_BLOCKTIME"   // 200us, 1ms, a number of ms, or infinite
 )
 
 // applyEnv fills what no option set from the environment; lookup is
@@ -216,6 +313,20 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 			return fmt.Errorf("pool: %s=%q: want a list of node IDs such as 0,2 or 0-1", EnvNodes, v)
 		}
 		c.nodes = set.List()
+	}
+	if v, ok := get(EnvWaitPolicy); ok && !c.waitSet {
+		w, err := ParseWaitPolicy(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", EnvWaitPolicy, v, err)
+		}
+		c.wait = w
+	}
+	if v, ok := get(EnvBlockTime); ok && !c.blockTimeSet {
+		d, err := ParseBlockTime(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", EnvBlockTime, v, err)
+		}
+		c.blockTime, c.blockTimeSet = d, true
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pool
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/steal"
@@ -67,6 +68,10 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 		{[]Option{WithSpec("2x1"), WithNodes(0, 7), WithStrict()}, nil, "node 7"},
 		{[]Option{WithSpec("4x1"), WithWorkers(2), WithStrict()}, nil, "2 workers"},
 		{[]Option{nil}, nil, "nil Option"},
+		{nil, map[string]string{EnvWaitPolicy: "spin"}, "spin"},
+		{nil, map[string]string{EnvBlockTime: "fast"}, EnvBlockTime},
+		{nil, map[string]string{EnvBlockTime: "-5ms"}, "-5ms"},
+		{[]Option{WithWaitPolicy(7)}, nil, "WithWaitPolicy(7)"},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
 		if err == nil {
@@ -96,5 +101,37 @@ func TestApportion(t *testing.T) {
 	defer p.Close()
 	if p.Workers() != 2 {
 		t.Errorf("%d workers", p.Workers())
+	}
+}
+
+// The wait policy and block time: OpenMP's spellings in the environment,
+// options over the environment, and Active's unlimited spin unless a
+// block time bounds it.
+func TestWaitPolicySettings(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		env  map[string]string
+		wait WaitPolicy
+		spin time.Duration
+	}{
+		{nil, nil, Passive, DefaultBlockTime},
+		{nil, map[string]string{EnvWaitPolicy: "ACTIVE"}, Active, -1},
+		{nil, map[string]string{EnvWaitPolicy: "active", EnvBlockTime: "200us"}, Active, 200 * time.Microsecond},
+		{nil, map[string]string{EnvBlockTime: "0"}, Passive, 0},
+		{nil, map[string]string{EnvBlockTime: "3"}, Passive, 3 * time.Millisecond},
+		{nil, map[string]string{EnvBlockTime: "infinite"}, Passive, -1},
+		{[]Option{WithWaitPolicy(Passive), WithBlockTime(time.Millisecond)},
+			map[string]string{EnvWaitPolicy: "active", EnvBlockTime: "infinite"}, Passive, time.Millisecond},
+		{[]Option{WithBlockTime(-time.Hour)}, nil, Passive, -1},
+	} {
+		c, err := newConfig(tc.opts, env(tc.env))
+		if err != nil {
+			t.Errorf("%v: %v", tc.env, err)
+			continue
+		}
+		if c.wait != tc.wait || c.spinFor() != tc.spin {
+			t.Errorf("%d options, env %v: policy %v, spin %v; want %v, %v",
+				len(tc.opts), tc.env, c.wait, c.spinFor(), tc.wait, tc.spin)
+		}
 	}
 }

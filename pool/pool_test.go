@@ -295,24 +295,39 @@ func TestNoLostWakeups(t *testing.T) {
 	}
 }
 
-// An idle pool sleeps: its workers burn (almost) no CPU.
-func TestIdleCostsNoCPU(t *testing.T) {
+// An idle passive pool sleeps: its workers burn (almost) no CPU, with the
+// default block time and with a long one once it has passed. An active
+// pool keeps searchers spinning: it burns CPU while idle, the price of
+// its faster hand-off. The figures go to the log (README: wait policy).
+func TestIdleCPU(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("process CPU time is read with getrusage")
 	}
-	p := newTestPool(t, WithSpec("2x2"))
-	defer p.Close()
-	for range 100 { // warm up and let the workers park
-		_ = p.Submit(func(*Worker) {})
+	const window = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		opts     []Option
+		min, max time.Duration // CPU used in window
+	}{
+		{"passive", nil, 0, 30 * time.Millisecond},
+		{"passive, block time 20ms", []Option{WithBlockTime(20 * time.Millisecond)}, 0, 30 * time.Millisecond},
+		{"active", []Option{WithWaitPolicy(Active)}, window / 3, 10 * window},
+		{"passive, block time infinite", []Option{WithBlockTime(-1)}, window / 3, 10 * window},
+	} {
+		p := newTestPool(t, append(tc.opts, WithSpec("2x2"))...)
+		for range 100 { // warm up; a passive pool's workers park
+			_ = p.Submit(func(*Worker) {})
+		}
+		time.Sleep(50 * time.Millisecond)
+		before := processCPU()
+		time.Sleep(window)
+		used := processCPU() - before
+		_ = p.Close()
+		t.Logf("%s: an idle pool of 4 workers used %v of CPU in %v", tc.name, used, window)
+		if used < tc.min || used > tc.max {
+			t.Errorf("%s: idle pool used %v of CPU in %v, want %v..%v", tc.name, used, window, tc.min, tc.max)
+		}
 	}
-	time.Sleep(50 * time.Millisecond)
-	before := processCPU()
-	time.Sleep(300 * time.Millisecond)
-	used := processCPU() - before
-	if used > 30*time.Millisecond {
-		t.Errorf("idle pool used %v of CPU in 300ms", used)
-	}
-	t.Logf("idle pool used %v of CPU in 300ms", used)
 }
 
 func TestCloseDrainsAndRefuses(t *testing.T) {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
@@ -18,7 +19,6 @@ const (
 	initialInterval = 61                     // fairness interval before tuning (Tokio, from Go)
 	targetLookEvery = 200 * time.Microsecond // of work between looks at the shard
 	publishEvery    = 64                     // tasks between stats publications
-	spinBeforePark  = 50 * time.Microsecond  // a searcher keeps looking this long before parking
 )
 
 // Worker is one worker: a goroutine locked to an OS thread bound to its
@@ -560,22 +560,40 @@ func (w *Worker) park() bool {
 	}
 }
 
-// spin keeps a searcher searching for up to spinBeforePark before it
-// parks. Waking a parked thread costs tens of microseconds; a searcher
-// that stays awake is also what tells busy workers (through Join's lazy
-// splitting) to expose work. At most half the workers search, so at most
-// half spin.
+// spin keeps a searcher searching for the block time before it parks
+// (WithWaitPolicy, WithBlockTime). Waking a parked thread costs tens of
+// microseconds; a searcher that stays awake is also what tells busy
+// workers (through Join's lazy splitting) to expose work. At most half
+// the workers search, so at most half spin.
+//
+// A worker's thread is locked to its goroutine, so while it spins, a
+// goroutine that waits for a processor (a task's waiter, or a worker just
+// woken) may wait for this very one. A passive searcher then parks at
+// once. An active one yields when it sees that twice in a row, a few
+// microseconds apart: once is often a goroutine about to be picked up.
 func (w *Worker) spin() *task {
-	deadline := time.Now().Add(spinBeforePark)
-	for i := 0; w.pool.state.Load() == running && time.Now().Before(deadline); i++ {
+	p := w.pool
+	limit := p.cfg.spinFor()
+	deadline := time.Now().Add(limit)
+	crowded := 0
+	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
 		if t := w.next(); t != nil {
 			return t
 		}
 		if t := w.search(); t != nil {
 			return t
 		}
-		if i%8 == 7 && w.othersRunnable() {
-			return nil // park: a goroutine waits for the processor this spin holds
+		switch {
+		case i%8 != 7:
+		case !w.othersRunnable():
+			crowded = 0
+		case limit >= 0:
+			return nil // park
+		case crowded == 1:
+			runtime.Gosched()
+			crowded = 0
+		default:
+			crowded++
 		}
 	}
 	return nil
