@@ -71,9 +71,8 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	if w.joinSlot.Load() != nil {
 		return errors.Join(catch(w, a), catch(w, b))
 	}
-	jt := &joinTask{task: task{home: -1}}
-	jt.job = &jt.js
-	jt.js.b = b
+	jt := w.joinTask(b)
+	defer w.joinDone(jt)
 	w.c.Spawned++
 	w.joinSlot.Store(jt)
 	w.pool.idle.notify(w.group.index)
@@ -96,6 +95,30 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 type joinTask struct {
 	task
 	js joinState
+}
+
+// joinTask returns a joinTask for b, reused from the worker's list. A
+// worker offers one Join at a time, but while a thief runs its b, the
+// worker helps with other tasks, whose Joins need their own: the list
+// grows to the depth of such nesting. The task part is set once; the
+// thief that ran a joinTask reads only that part after it set done.
+func (w *Worker) joinTask(b func(*Worker)) *joinTask {
+	var jt *joinTask
+	if n := len(w.joins); n > 0 {
+		jt = w.joins[n-1]
+		w.joins = w.joins[:n-1]
+	} else {
+		jt = &joinTask{task: task{home: -1}}
+		jt.job = &jt.js
+	}
+	jt.js.b = b
+	return jt
+}
+
+// joinDone gives a finished Join's joinTask back to the worker's list.
+func (w *Worker) joinDone(jt *joinTask) {
+	jt.js = joinState{}
+	w.joins = append(w.joins, jt)
 }
 
 // joinState is the b side of a Join: the function, and its outcome. It

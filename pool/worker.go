@@ -60,7 +60,8 @@ type Worker struct {
 	clockOn   bool
 	lifoRuns  int
 	batch     []*task
-	free      []*task // plain task records to reuse (newTask)
+	free      []*task     // plain task records to reuse (newTask)
+	joins     []*joinTask // Join records to reuse (joinTask)
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	// remoteWait[g] is when the worker may steal from group g again
