@@ -228,14 +228,12 @@ func ExamplePanicError() {
 	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
 	defer p.Close()
 	_, err := pool.Run(p, func(*pool.Worker) (int, error) {
-		var m map[string]int
-		m["x"] = 1 // assignment to a nil map
-		return 0, nil
+		panic("record 42: no closing quote")
 	})
 	var pe *pool.PanicError
 	fmt.Println(errors.As(err, &pe))
 	fmt.Println(err)
 	// Output:
 	// true
-	// pool: task panicked: assignment to entry in nil map
+	// pool: task panicked: record 42: no closing quote
 }

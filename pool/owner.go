@@ -1,10 +1,7 @@
 package pool
 
 import (
-	"bytes"
 	"fmt"
-	"runtime"
-	"strconv"
 	"sync/atomic"
 )
 
@@ -30,19 +27,6 @@ func (o *ownerID) check(method string) {
 	if (cheapGID || raceEnabled) && (gid() != o.g || o.ended.Load()) {
 		panic(fmt.Sprintf("pool: Worker.%s called from a goroutine that is not running a task on that worker; a *Worker is valid only inside the task it was passed to", method))
 	}
-}
-
-// goid returns the calling goroutine's id, parsed from runtime.Stack (a
-// microsecond or so): for platforms without a cheap gid.
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	n, _ := strconv.ParseUint(string(b), 10, 64)
-	return n
 }
 
 // workerOf returns the worker whose goroutine is calling, or nil when the
