@@ -175,12 +175,16 @@ func (r *runner) stop() {
 // submitted fn.
 func (r *runner) submit(fn func()) {
 	r.wg.Add(1)
-	task := func() { defer r.wg.Done(); fn() }
-	switch r.c.kind {
-	case kindNumapool:
-		if err := r.p.Submit(func(*pool.Worker) { task() }); err != nil {
+	if r.c.kind == kindNumapool {
+		// One closure per task, as for the others: the pool's task type
+		// takes the worker.
+		if err := r.p.Submit(func(*pool.Worker) { defer r.wg.Done(); fn() }); err != nil {
 			panic(err)
 		}
+		return
+	}
+	task := func() { defer r.wg.Done(); fn() }
+	switch r.c.kind {
 	case kindGoroutines:
 		go task()
 	case kindAnts:
