@@ -105,7 +105,7 @@ func TestFlatOrder(t *testing.T) {
 			t.Fatalf("flat visits %d victims: %v", len(v), v)
 		}
 		for i, x := range v[:7] {
-			if x.IsShard() || x.Worker == 3 || x.Node != l.NodeOf(x.Worker) {
+			if x.IsShard() || x.Worker == 3 || x.Node != l.nodeOf[x.Worker] {
 				t.Fatalf("victim %d = %v", i, x)
 			}
 		}
