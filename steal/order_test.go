@@ -125,7 +125,9 @@ func TestNewLayoutRejectsBadGroups(t *testing.T) {
 
 func TestRand(t *testing.T) {
 	a, b := NewRand(1), NewRand(2)
-	if a.Uint32() == b.Uint32() && a.Uint32() == b.Uint32() {
+	a1, b1 := a.Uint32(), b.Uint32()
+	a2, b2 := a.Uint32(), b.Uint32()
+	if a1 == b1 && a2 == b2 {
 		t.Error("seeds 1 and 2 give the same sequence")
 	}
 	var zero Rand
