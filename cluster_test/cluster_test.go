@@ -66,9 +66,10 @@ func binaries(t *testing.T) string {
 		}
 		// Readable by the daemons that start the ranks.
 		_ = os.Chmod(binDir, 0o755)
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if p, err := exec.LookPath("go"); err == nil {
-			goCmd = p
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("no go command to build the rank programs with: %v", err)
+			return
 		}
 		for pkg, name := range map[string]string{"./testdata/probe": "probe", "../cmd/numapool": "numapool"} {
 			out, err := exec.Command(goCmd, "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()

@@ -10,8 +10,12 @@
 // from, and warn where the pool's settings contradict it:
 //
 //	info := launch.Detect()
-//	fmt.Println(info)                       // slurm job 42 rank 1 (local 1) of 2, cpu-bind=mask_cpu:0x1,0x2 (mask 0x2: CPU 1), CPUs given 1
-//	for _, w := range info.Warnings(p.Workers(), bound...) { log.Print(w) }
+//	// slurm job 42 step 0, rank 1 (local 1) of 2, cpu-bind=mask_cpu:0x1,0x2:
+//	// CPUs given 1 of 2 online (CPU 1, mask 0x2)
+//	fmt.Println(info)
+//	for _, w := range info.Warnings(p.Workers(), bound...) {
+//		log.Print(w)
+//	}
 //
 // Detection reads only the environment, the affinity mask the process
 // started with, the online CPUs and the cgroup cpuset; DetectFrom takes

@@ -1,6 +1,7 @@
 // Package numa_test proves numapool's NUMA behaviour on a kernel that sees
-// several nodes: the qemu VM of scripts/numa-vm.sh (see scripts/numa-vm-suite.sh).
-// On a machine with one node every test skips and says why.
+// several nodes: the qemu VM of scripts/numa-vm.sh (see
+// scripts/numa-vm-suite.sh). On a machine with one node every test skips
+// and says why.
 package numa_test
 
 import (

@@ -33,7 +33,6 @@ var (
 // methods must be called from the goroutine that called Lock.
 type Thread struct {
 	original topology.CPUSet
-	current  topology.CPUSet
 	unlocked bool
 }
 
@@ -51,7 +50,6 @@ func Lock(cpus topology.CPUSet) (*Thread, error) {
 		return nil, fmt.Errorf("pin: %w", err)
 	}
 	th := &Thread{original: orig}
-	th.current = th.original
 	if cpus.IsEmpty() {
 		return th, nil
 	}
@@ -76,15 +74,8 @@ func (th *Thread) Set(cpus topology.CPUSet) error {
 		}
 		return fmt.Errorf("pin: sched_setaffinity to CPUs %s: %w", cpus, err)
 	}
-	th.current = cpus
 	return nil
 }
-
-// Original returns the thread's mask before Lock.
-func (th *Thread) Original() topology.CPUSet { return th.original }
-
-// CPUs returns the mask the thread has now.
-func (th *Thread) CPUs() topology.CPUSet { return th.current }
 
 // RestoreMask puts the original mask back and keeps the goroutine locked:
 // for a worker that ends with its thread. When its goroutine returns, the
@@ -96,7 +87,6 @@ func (th *Thread) RestoreMask() error {
 	if err := setAffinity(th.original); err != nil {
 		return fmt.Errorf("pin: restoring CPUs %s: %w", th.original, err)
 	}
-	th.current = th.original
 	return nil
 }
 

@@ -84,7 +84,7 @@ func TestRestoreGivesBackTheMask(t *testing.T) {
 			err = e
 			return
 		}
-		original = th.Original()
+		original = th.original
 		if e := th.Restore(); e != nil {
 			err = e
 			return

@@ -31,12 +31,6 @@ func (th *Thread) Set(cpus topology.CPUSet) error {
 	return fmt.Errorf("%w: cannot bind to CPUs %s on %s", ErrUnsupported, cpus, runtime.GOOS)
 }
 
-// Original returns the empty set: the mask is unknown here.
-func (th *Thread) Original() topology.CPUSet { return topology.CPUSet{} }
-
-// CPUs returns the empty set: the mask is unknown here.
-func (th *Thread) CPUs() topology.CPUSet { return topology.CPUSet{} }
-
 // RestoreMask does nothing: the mask was never changed.
 func (th *Thread) RestoreMask() error { return nil }
 

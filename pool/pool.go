@@ -113,7 +113,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
-		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](0), pinned: queue.NewInjectShard[*task](0), dist: gp.distRow}
+		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](), pinned: queue.NewInjectShard[*task](), dist: gp.distRow}
 		if cfg.shardBound > 0 {
 			g.slots = make(chan struct{}, cfg.shardBound)
 		}

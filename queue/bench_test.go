@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-type task struct{ n int }
+// task is not zero-sized, so that every task has an address of its own.
+type task struct{ _ int }
 
 // The reference: one uncontended CompareAndSwap.
 func BenchmarkCAS(b *testing.B) {
@@ -21,7 +22,7 @@ func BenchmarkCAS(b *testing.B) {
 // One push and one pop by the owner, the ring never full.
 func BenchmarkLocalPushPop(b *testing.B) {
 	l, _ := New[*task]()
-	inj := NewInjectShard[*task](0)
+	inj := NewInjectShard[*task]()
 	t := &task{}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -33,7 +34,7 @@ func BenchmarkLocalPushPop(b *testing.B) {
 // The same with a non-pointer task: no write barrier on the slot stores.
 func BenchmarkLocalPushPopUintptr(b *testing.B) {
 	l, _ := New[uintptr]()
-	inj := NewInjectShard[uintptr](0)
+	inj := NewInjectShard[uintptr]()
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Push(1, inj)
@@ -70,7 +71,7 @@ func BenchmarkStealBurst(b *testing.B) { benchSteal(b, Capacity/2) }
 
 func benchSteal(b *testing.B, burst int) {
 	owner, victim := New[*task]()
-	inj := NewInjectShard[*task](0)
+	inj := NewInjectShard[*task]()
 	t := &task{}
 	var stop atomic.Bool
 	var stolen, steals atomic.Int64
@@ -121,7 +122,7 @@ func benchSteal(b *testing.B, burst int) {
 
 // Inject shard: push one at a time, pop in batches of 32.
 func BenchmarkInjectPushPopN(b *testing.B) {
-	s := NewInjectShard[*task](0)
+	s := NewInjectShard[*task]()
 	t := &task{}
 	buf := make([]*task, 0, 32)
 	b.ReportAllocs()

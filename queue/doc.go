@@ -11,9 +11,8 @@
 // The inject shard is a mutex-guarded FIFO of linked 256-slot segments
 // with an atomic length (so that "is it empty?" takes no lock): the queue
 // of work submitted from outside the workers and of the halves that full
-// rings move out. It can be bounded for back-pressure and
-// closed; after Close it refuses new work and hands it back, never
-// dropping it.
+// rings move out. It can be closed: after Close it refuses new work and
+// hands it back, never dropping it.
 //
 // Panic policy: using the owner's handle from two goroutines at once
 // would corrupt the ring; race-enabled builds detect it and panic with a

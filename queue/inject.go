@@ -6,13 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// Errors the inject shard returns; the task is handed back untouched.
-var (
-	// ErrClosed: the shard no longer accepts work from outside.
-	ErrClosed = errors.New("queue: inject shard closed")
-	// ErrFull: the shard holds its bound of tasks (TryPush only).
-	ErrFull = errors.New("queue: inject shard full")
-)
+// ErrClosed is what Push returns once the shard no longer accepts work
+// from outside; the task is handed back untouched.
+var ErrClosed = errors.New("queue: inject shard closed")
 
 // segmentSlots is the size of the blocks an inject shard's FIFO is made
 // of: a linked list of fixed arrays grows and shrinks by whole blocks,
@@ -29,12 +25,12 @@ type segment[T any] struct {
 // the halves that full rings move out. All methods may be called from any
 // goroutine. The zero value is not usable; call NewInjectShard.
 //
-// A bound makes TryPush refuse work at that length, for back-pressure.
-// Push and PushBatch ignore the bound, and the overflow of a worker's ring
-// ignores the bound and Close: tasks already accepted are never lost.
+// The shard is unbounded: a caller that wants back-pressure counts its
+// own tasks (the pool bounds each node's queue itself). Requeue and the
+// overflow of a worker's ring ignore Close: tasks already accepted are
+// never lost.
 type InjectShard[T any] struct {
-	n     atomic.Int64 // number of tasks; read without the lock
-	bound int          // 0: unbounded
+	n atomic.Int64 // number of tasks; read without the lock
 
 	mu sync.Mutex
 	// The tasks are head.slots[first:] ... tail.slots[:last], oldest
@@ -43,14 +39,13 @@ type InjectShard[T any] struct {
 	first, last int
 	spare       *segment[T] // one emptied segment kept for the next growth
 	closed      bool
-	pushed      uint64 // tasks taken by Push, TryPush and PushBatch
+	pushed      uint64 // tasks taken by Push
 }
 
-// NewInjectShard returns an empty shard; bound > 0 makes TryPush fail with
-// ErrFull once the shard holds bound tasks.
-func NewInjectShard[T any](bound int) *InjectShard[T] {
+// NewInjectShard returns an empty shard.
+func NewInjectShard[T any]() *InjectShard[T] {
 	seg := new(segment[T])
-	return &InjectShard[T]{bound: max(bound, 0), head: seg, tail: seg}
+	return &InjectShard[T]{head: seg, tail: seg}
 }
 
 // Len returns the number of tasks, without taking the lock.
@@ -58,9 +53,6 @@ func (s *InjectShard[T]) Len() int { return int(s.n.Load()) }
 
 // IsEmpty reports whether the shard has no task, without taking the lock.
 func (s *InjectShard[T]) IsEmpty() bool { return s.n.Load() == 0 }
-
-// Bound returns the TryPush bound, 0 when unbounded.
-func (s *InjectShard[T]) Bound() int { return s.bound }
 
 // Push appends t. After Close it returns ErrClosed and t is not taken.
 func (s *InjectShard[T]) Push(t T) error {
@@ -74,7 +66,7 @@ func (s *InjectShard[T]) Push(t T) error {
 	return nil
 }
 
-// Pushed returns how many tasks Push, TryPush and PushBatch have taken:
+// Pushed returns how many tasks Push has taken:
 // the work accepted from outside, not counting Requeue and overflow.
 func (s *InjectShard[T]) Pushed() uint64 {
 	s.mu.Lock()
@@ -82,43 +74,12 @@ func (s *InjectShard[T]) Pushed() uint64 {
 	return s.pushed
 }
 
-// TryPush appends t unless the shard is closed (ErrClosed) or holds its
-// bound of tasks (ErrFull); then t is not taken.
-func (s *InjectShard[T]) TryPush(t T) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return ErrClosed
-	case s.bound > 0 && int(s.n.Load()) >= s.bound:
-		return ErrFull
-	}
-	s.append(t)
-	s.pushed++
-	return nil
-}
-
-// PushBatch appends tasks in order, all or none: after Close it returns
-// ErrClosed and takes none.
-func (s *InjectShard[T]) PushBatch(tasks []T) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	for _, t := range tasks {
-		s.append(t)
-	}
-	s.pushed += uint64(len(tasks))
-	return nil
-}
-
-// Requeue appends t whatever the bound and Close: for a task the pool
-// already accepted and moves between shards.
+// Requeue appends t even after Close: for a task the pool already
+// accepted and moves between shards.
 func (s *InjectShard[T]) Requeue(t T) { s.pushOverflow(nil, t) }
 
-// pushOverflow appends batch then t, whatever the bound and Close: these
-// tasks were already accepted by a worker's ring.
+// pushOverflow appends batch then t, even after Close: these tasks were
+// already accepted by a worker's ring.
 func (s *InjectShard[T]) pushOverflow(batch []T, t T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,17 +154,10 @@ func (s *InjectShard[T]) take() T {
 	return t
 }
 
-// Close makes Push, TryPush and PushBatch refuse work from now on. Tasks
-// already in the shard stay and can be popped. Close is idempotent.
+// Close makes Push refuse work from now on. Tasks already in the shard
+// stay and can be popped. Close is idempotent.
 func (s *InjectShard[T]) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-}
-
-// Closed reports whether Close was called.
-func (s *InjectShard[T]) Closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }

@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// The shard against a slice: random pushes, batches, requeues, pops and
-// PopN of sizes that cross segment boundaries and empty the shard now
-// and then; order (FIFO) and length must match after every step.
+// The shard against a slice: random pushes, overflow batches (as a full
+// ring moves them out), requeues, pops and PopN of sizes that cross
+// segment boundaries and empty the shard now and then; order (FIFO) and
+// length must match after every step.
 func TestInjectShardIsAFIFO(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	s := NewInjectShard[int](0)
+	s := NewInjectShard[int]()
 	var model []int
 	next := 0
 	for step := range 20_000 {
@@ -28,10 +29,9 @@ func TestInjectShardIsAFIFO(t *testing.T) {
 				batch[i] = next
 				next++
 			}
-			if err := s.PushBatch(batch); err != nil {
-				t.Fatal(err)
-			}
-			model = append(model, batch...)
+			s.pushOverflow(batch, next)
+			model = append(append(model, batch...), next)
+			next++
 		case op == 2:
 			s.Requeue(next)
 			model = append(model, next)
@@ -71,7 +71,7 @@ func TestInjectShardIsAFIFO(t *testing.T) {
 
 // Popped and drained slots do not keep tasks alive for the collector.
 func TestInjectShardClearsSlots(t *testing.T) {
-	s := NewInjectShard[*int](0)
+	s := NewInjectShard[*int]()
 	for i := range 3*segmentSlots + 5 {
 		_ = s.Push(&i)
 	}

@@ -107,7 +107,7 @@ func TestLinearizable(t *testing.T) {
 	}
 	for run := range runs {
 		owner, victim := New[byte]()
-		inj := NewInjectShard[byte](0)
+		inj := NewInjectShard[byte]()
 		rec := &recorder{}
 		var wg sync.WaitGroup
 		start := make(chan struct{})

@@ -70,9 +70,6 @@ type Stealer[T any] struct {
 	r *ring[T]
 }
 
-// Stealer returns the thieves' handle of the owner's ring.
-func (l *Local[T]) Stealer() *Stealer[T] { return &Stealer[T]{r: l.r} }
-
 // Len returns the number of tasks in the ring. Owner only.
 func (l *Local[T]) Len() int {
 	steal, _ := unpack(l.r.head.Load())
@@ -93,7 +90,7 @@ func (l *Local[T]) IsEmpty() bool {
 // (Capacity/2 tasks, the oldest) and t to inject as one batch, unless a
 // thief is copying tasks out, in which case only t goes to inject. It
 // reports whether anything went to inject. Owner only. inject accepts the
-// tasks even when closed or full: nothing pushed is ever lost.
+// tasks even when closed: nothing pushed is ever lost.
 func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
 	r := l.r
 	r.own.enter()
@@ -199,13 +196,6 @@ func (l *Local[T]) Pop() (T, bool) {
 	r.buf[idx] = zero
 	r.own.exit()
 	return t, true
-}
-
-// Len returns the number of tasks a thief could see, including any being
-// stolen. Any goroutine.
-func (s *Stealer[T]) Len() int {
-	steal, _ := unpack(s.r.head.Load())
-	return int(s.r.tail.Load() - steal)
 }
 
 // IsEmpty reports whether there is nothing left to steal or pop. Any

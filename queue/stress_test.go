@@ -42,7 +42,7 @@ func TestExactlyOnce(t *testing.T) {
 	const thieves = 3
 	c := &tally{runs: make([]atomic.Int32, total)}
 	owner, ownerSteal := New[int]()
-	inj := NewInjectShard[int](0)
+	inj := NewInjectShard[int]()
 
 	locals := make([]*Local[int], thieves)
 	victims := []*Stealer[int]{ownerSteal}
@@ -121,83 +121,65 @@ func TestExactlyOnce(t *testing.T) {
 	}
 }
 
-// Inject shard: many producers, many consumers, bounded and unbounded,
-// every task exactly once, nothing dropped at Close.
+// Inject shard: many producers, many consumers, every task exactly once,
+// nothing dropped at Close.
 func TestInjectExactlyOnce(t *testing.T) {
 	total := 200_000
 	if testing.Short() {
 		total = 10_000
 	}
-	for _, bound := range []int{0, 16} {
-		c := &tally{runs: make([]atomic.Int32, total)}
-		s := NewInjectShard[int](bound)
-		const producers, consumers = 3, 3
-		var prod, cons sync.WaitGroup
-		var refused atomic.Int64
-		for p := range producers {
-			prod.Add(1)
-			go func() {
-				defer prod.Done()
-				for v := p; v < total; v += producers {
-					for {
-						var err error
-						if v%5 == 0 {
-							err = s.PushBatch([]int{v})
-						} else {
-							err = s.TryPush(v)
-						}
-						if err == nil {
-							break
-						}
-						if err != ErrFull {
-							t.Errorf("push %d: %v", v, err)
-							return
-						}
-						refused.Add(1)
-						runtime.Gosched()
+	c := &tally{runs: make([]atomic.Int32, total)}
+	s := NewInjectShard[int]()
+	const producers, consumers = 3, 3
+	var prod, cons sync.WaitGroup
+	for p := range producers {
+		prod.Add(1)
+		go func() {
+			defer prod.Done()
+			for v := p; v < total; v += producers {
+				switch v % 5 {
+				case 0:
+					s.Requeue(v)
+				case 1:
+					s.pushOverflow(nil, v)
+				default:
+					if err := s.Push(v); err != nil {
+						t.Errorf("push %d: %v", v, err)
+						return
 					}
 				}
-			}()
-		}
-		var stop atomic.Bool
-		for range consumers {
-			cons.Add(1)
-			go func() {
-				defer cons.Done()
-				var buf []int
-				for {
-					buf = s.PopN(buf[:0], 7)
-					for _, v := range buf {
-						c.run(v)
-					}
-					if v, ok := s.Pop(); ok {
-						c.run(v)
-					}
-					if len(buf) == 0 {
-						if stop.Load() && s.IsEmpty() {
-							return
-						}
-						runtime.Gosched() // a worker would park here
-					}
-				}
-			}()
-		}
-		prod.Wait()
-		s.Close()
-		if err := s.Push(-1); err != ErrClosed {
-			t.Errorf("Push after Close: %v", err)
-		}
-		if err := s.TryPush(-1); err != ErrClosed {
-			t.Errorf("TryPush after Close: %v", err)
-		}
-		if err := s.PushBatch([]int{-1}); err != ErrClosed {
-			t.Errorf("PushBatch after Close: %v", err)
-		}
-		stop.Store(true)
-		cons.Wait()
-		c.check(t)
-		if bound > 0 && refused.Load() == 0 {
-			t.Errorf("bound %d never refused a push", bound)
-		}
+			}
+		}()
 	}
+	var stop atomic.Bool
+	for range consumers {
+		cons.Add(1)
+		go func() {
+			defer cons.Done()
+			var buf []int
+			for {
+				buf = s.PopN(buf[:0], 7)
+				for _, v := range buf {
+					c.run(v)
+				}
+				if v, ok := s.Pop(); ok {
+					c.run(v)
+				}
+				if len(buf) == 0 {
+					if stop.Load() && s.IsEmpty() {
+						return
+					}
+					runtime.Gosched() // a worker would park here
+				}
+			}
+		}()
+	}
+	prod.Wait()
+	s.Close()
+	if err := s.Push(-1); err != ErrClosed {
+		t.Errorf("Push after Close: %v", err)
+	}
+	stop.Store(true)
+	cons.Wait()
+	c.check(t)
 }

@@ -105,12 +105,6 @@ func NewLayout(nodes [][]int, distance func(a, b int) int) (*Layout, error) {
 	return l, nil
 }
 
-// Workers returns the number of workers.
-func (l *Layout) Workers() int { return len(l.nodeOf) }
-
-// NodeOf returns the node group of worker w.
-func (l *Layout) NodeOf(w int) int { return l.nodeOf[w] }
-
 // Local visits, in order, the victims of worker self inside its own node:
 // the node's other workers from a random start, then the node's inject
 // shard. visit returns true to stop; Local reports whether it stopped.

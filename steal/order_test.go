@@ -105,7 +105,7 @@ func TestFlatOrder(t *testing.T) {
 			t.Fatalf("flat visits %d victims: %v", len(v), v)
 		}
 		for i, x := range v[:7] {
-			if x.IsShard() || x.Worker == 3 || x.Node != l.NodeOf(x.Worker) {
+			if x.IsShard() || x.Worker == 3 || x.Node != l.nodeOf[x.Worker] {
 				t.Fatalf("victim %d = %v", i, x)
 			}
 		}
@@ -125,7 +125,9 @@ func TestNewLayoutRejectsBadGroups(t *testing.T) {
 
 func TestRand(t *testing.T) {
 	a, b := NewRand(1), NewRand(2)
-	if a.Uint32() == b.Uint32() && a.Uint32() == b.Uint32() {
+	a1, b1 := a.Uint32(), b.Uint32()
+	a2, b2 := a.Uint32(), b.Uint32()
+	if a1 == b1 && a2 == b2 {
 		t.Error("seeds 1 and 2 give the same sequence")
 	}
 	var zero Rand

@@ -5,17 +5,16 @@ import (
 	"runtime"
 
 	"github.com/klauspost/cpuid/v2"
-	"github.com/shirou/gopsutil/v3/cpu"
-	"github.com/shirou/gopsutil/v3/mem"
 )
 
 // Discover returns the topology of this machine as this process may use
 // it. On Linux it reads /sys and /proc and narrows the allowed CPUs to the
 // process's affinity mask as the process started with it (so taskset,
 // numactl, cgroup cpusets and batch systems' binding are honoured, and the
-// pinned threads of a running pool are not mistaken for the process). Where that is impossible (another OS, an
-// unreadable or malformed sysfs) it returns the portable fallback, one node
-// of runtime.NumCPU CPUs, with the reason in Degraded. It never fails.
+// pinned threads of a running pool are not mistaken for the process).
+// Where that is impossible (another OS, an unreadable or malformed sysfs)
+// it returns the portable fallback, one node of runtime.NumCPU CPUs, with
+// the reason in Degraded. It never fails.
 func Discover() *Topology {
 	t, err := discoverOS()
 	if err != nil {
@@ -48,8 +47,10 @@ func Fallback(reason string) *Topology {
 }
 
 // addMachineInfo fills Machine from cpuid (vendor, family, model, cache
-// sizes, cache line) and gopsutil (model name, total memory), keeping what
-// sysfs said where those are silent.
+// sizes, cache line) and the host's total memory (/proc/meminfo on Linux),
+// keeping what sysfs said where those are silent. Outside Linux the model
+// name of a processor without a cpuid brand string and the memory stay
+// unknown: this package takes no dependency for them.
 func addMachineInfo(t *Topology) {
 	m := &t.Machine
 	if v := cpuid.CPU.VendorString; v != "" {
@@ -62,14 +63,11 @@ func addMachineInfo(t *Topology) {
 		m.Family, m.Number = cpuid.CPU.Family, cpuid.CPU.Model
 	}
 	m.CacheLine = cpuid.CPU.CacheLine
-	m.L1D, m.L2, m.L3 = max(int64(cpuid.CPU.Cache.L1D), 0), max(int64(cpuid.CPU.Cache.L2), 0), max(int64(cpuid.CPU.Cache.L3), 0)
-	if m.Model == "" {
-		if infos, err := cpu.Info(); err == nil && len(infos) > 0 {
-			m.Model = infos[0].ModelName
-		}
-	}
-	if vm, err := mem.VirtualMemory(); err == nil {
-		m.MemoryBytes = int64(vm.Total)
+	m.L1D = max(int64(cpuid.CPU.Cache.L1D), 0)
+	m.L2 = max(int64(cpuid.CPU.Cache.L2), 0)
+	m.L3 = max(int64(cpuid.CPU.Cache.L3), 0)
+	if m.MemoryBytes <= 0 {
+		m.MemoryBytes = hostMemory()
 	}
 	if m.Arch == "" {
 		m.Arch = runtime.GOARCH

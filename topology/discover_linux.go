@@ -58,3 +58,17 @@ func discoverOS() (*Topology, error) {
 	}
 	return narrowToAffinity(t, aff)
 }
+
+// hostMemory returns MemTotal of /proc/meminfo in bytes, 0 if it cannot
+// be read.
+func hostMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	v, ok, err := parseMemTotal(b)
+	if !ok || err != nil {
+		return 0
+	}
+	return v
+}

@@ -18,3 +18,6 @@ var getAffinity = func() (CPUSet, error) { return ThreadAffinity(0) }
 func ThreadAffinity(tid int) (CPUSet, error) {
 	return CPUSet{}, errors.New("sched_getaffinity is Linux only")
 }
+
+// hostMemory returns 0: the total memory is read on Linux only.
+func hostMemory() int64 { return 0 }

@@ -242,9 +242,6 @@ func (r *reader) lines(name string, each func(line string) bool) error {
 	return nil
 }
 
-// errNUL ends a scan at the first NUL byte: the text ends there.
-var errNUL = errors.New("NUL")
-
 // scanLinesToNUL is bufio.ScanLines, except that a NUL byte ends the
 // input (after the line it cuts short).
 func scanLinesToNUL(data []byte, atEOF bool) (int, []byte, error) {

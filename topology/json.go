@@ -128,7 +128,7 @@ func (t *Topology) Summary(name string) Summary {
 		s.Optional.Clusters = append(s.Optional.Clusters, SummaryGroup{OSIndex: c.ID, CPUs: c.CPUs})
 	}
 	for _, c := range t.Caches {
-		s.Optional.Caches = append(s.Optional.Caches, SummaryCache{Level: c.Level, Type: c.Type, SizeBytes: c.SizeBytes, LineSize: c.LineSize, CPUs: c.CPUs})
+		s.Optional.Caches = append(s.Optional.Caches, SummaryCache(c))
 	}
 	return s
 }

@@ -122,7 +122,8 @@ func TestOddMachines(t *testing.T) {
 			ok(t, err)
 			c, _ := topo.CPU(5)
 			if c.Core != -1 || c.Package != -1 {
-				// CPU 4 is the first of the package: its number is the package's.
+				// CPU 4 is the first of the package: its number is the
+				// package's.
 				t.Errorf("cpu 5 core %d package %d, want -1 -1 (unknown, as hwloc)", c.Core, c.Package)
 			}
 			if !noted(topo, cpu+"cpu5/topology/core_id", `""`) || !noted(topo, cpu+"cpu4/topology/physical_package_id", `""`) {

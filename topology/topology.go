@@ -38,7 +38,7 @@ type Topology struct {
 	// kernel built without NUMA); the topology then has one node 0.
 	HasNodeDir bool
 
-	Machine Machine // CPU model, caches and memory as cpuid and gopsutil see them
+	Machine Machine // CPU model, caches and memory as cpuid and the OS see them
 
 	// Degraded lists what discovery could not learn and what it assumed
 	// instead (for instance the reason for the portable fallback). Empty
@@ -139,7 +139,7 @@ type Machine struct {
 	L1D         int64  `json:"l1d_bytes"`    // per-core L1 data cache per cpuid, 0 if unknown
 	L2          int64  `json:"l2_bytes"`     // L2 size per cpuid, 0 if unknown
 	L3          int64  `json:"l3_bytes"`     // L3 size per cpuid, 0 if unknown
-	MemoryBytes int64  `json:"memory_bytes"` // total memory, 0 if unknown
+	MemoryBytes int64  `json:"memory_bytes"` // total memory (MemTotal), 0 if unknown
 	Arch        string `json:"arch"`         // "x86_64", "aarch64", ... when known
 }
 

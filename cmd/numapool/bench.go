@@ -64,6 +64,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	if !*asJSON && !*asCSV {
 		t := topology.Discover()
+		addHostDetails(&t.Machine)
 		fmt.Fprintf(stdout, "numapool bench: %d CPUs allowed (%s) on %d node(s), GOMAXPROCS %d, %s; size %s, %d reps, %s\n",
 			t.Allowed.Len(), t.Allowed, len(t.ComputeNodes()), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model), *size, *reps, time.Now().Format("2006-01-02"))
 		if *spec != "" {

@@ -69,6 +69,7 @@ func loadTopology(sysfs, spec string) (t *topology.Topology, live bool, err erro
 		}
 	} else {
 		t, live = topology.Discover(), true
+		addHostDetails(&t.Machine)
 	}
 	if spec != "" {
 		st, err := topology.Synthetic(spec, t)

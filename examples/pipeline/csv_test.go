@@ -31,7 +31,8 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 var errFields = errors.New("want 3 fields: id,category,amount")
 
-// parseRecord parses "id,category,amount" (amount in cents) and returns the category and amount.
+// parseRecord parses "id,category,amount" (amount in cents) and returns
+// the category and amount.
 func parseRecord(line []byte) (category []byte, amount int64, err error) {
 	id, rest, ok1 := bytes.Cut(line, []byte{','})
 	cat, amt, ok2 := bytes.Cut(rest, []byte{','})
@@ -143,8 +144,8 @@ func aggregateErrgroup(ctx context.Context, lines [][]byte) (map[string]int64, e
 var csvCategories = []string{"books", "games", "garden", "grocery", "health", "kitchen",
 	"music", "office", "outdoor", "pets", "shoes", "sports", "tools", "toys", "travel", "video"}
 
-// csvInput generates n lines deterministically; the given 1-based lines are malformed.
-// It returns the lines and the expected sums.
+// csvInput generates n lines deterministically; the given 1-based lines
+// are malformed. It returns the lines and the expected sums.
 func csvInput(n int, bad ...int) ([][]byte, map[string]int64) {
 	var data []byte
 	starts := make([]int, 0, n+1)
@@ -265,7 +266,8 @@ func BenchmarkCSV(b *testing.B) {
 	}
 }
 
-// BenchmarkCSVError: a bad line a tenth of the way in; how soon does the job stop?
+// BenchmarkCSVError: a bad line a tenth of the way in; how soon does the
+// job stop?
 func BenchmarkCSVError(b *testing.B) {
 	lines, _ := csvInput(csvLines, csvLines/10)
 	ctx := context.Background()

@@ -15,7 +15,8 @@ const (
 	sortCutoff = 1 << 14 // below this, sort sequentially
 )
 
-// merge merges the sorted halves a[:mid] and a[mid:] through buf (len(buf) == len(a)).
+// merge merges the sorted halves a[:mid] and a[mid:] through buf
+// (len(buf) == len(a)).
 func merge(a, buf []int64, mid int) {
 	i, j, k := 0, mid, 0
 	for i < mid && j < len(a) {
@@ -91,7 +92,8 @@ func mergeSortG(w *pool.Worker, a, buf []int64) error {
 
 // --- goroutines ---
 
-// sortGoroutines sorts a in parallel with a goroutine per half above the cutoff.
+// sortGoroutines sorts a in parallel with a goroutine per half above the
+// cutoff.
 func sortGoroutines(a []int64) {
 	mergeSortG2(a, make([]int64, len(a)))
 }
