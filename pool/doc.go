@@ -17,6 +17,13 @@
 // the other nodes' workers and inject shards, nearest first; then it
 // parks, costing no CPU until work arrives.
 //
+// Idle workers, in OpenMP's words: a worker that runs out of work keeps
+// searching for the block time (DefaultBlockTime, 50µs; WithBlockTime or
+// NUMAPOOL_BLOCKTIME) and then sleeps until work arrives (Passive, the
+// default). Active (WithWaitPolicy, NUMAPOOL_WAIT_POLICY=active) keeps
+// up to half the workers searching while the pool runs: a hand-off is
+// picked up sooner, and an idle pool keeps their CPUs busy.
+//
 // Outside any task you hold the *Pool: Submit, TrySubmit, SubmitCtx,
 // Node (a node to submit to, soft or Strict; SubmitTo and SubmitToStrict
 // are short for it), Group, Join, ParallelFor, ParallelForCtx,

@@ -21,7 +21,7 @@ func (p *Pool) Explain() string {
 	t := p.topo
 	fmt.Fprintf(&b, "numapool: %d workers on %d node groups; topology %s; binding %s; stealing %s\n",
 		len(p.workers), len(p.groups), t.Source, p.cfg.binding, p.cfg.mode)
-	interval := "self-tuned (start 61, 2..127, ~200µs of work)"
+	interval := fmt.Sprintf("self-tuned (start %d, %d..%d, ~%v of work)", initialInterval, minInterval, maxInterval, targetLookEvery)
 	if p.cfg.interval > 0 {
 		interval = fmt.Sprint(p.cfg.interval)
 	}

@@ -2,56 +2,10 @@ package pool
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"runtime"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
-
-// PanicError is a task's panic returned as an error by Join, Group.Wait,
-// ParallelFor, MapReduce and a Future: the panic value and the stack
-// where it happened. Error is one line; the stack prints with %+v.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("pool: task panicked: %v", e.Value)
-}
-
-// Format prints Error for %v and %s, and Error followed by the stack for
-// %+v.
-func (e *PanicError) Format(f fmt.State, verb rune) {
-	switch {
-	case verb == 'v' && f.Flag('+'):
-		fmt.Fprintf(f, "%s\n%s", e.Error(), e.Stack)
-	case verb == 'q':
-		fmt.Fprintf(f, "%q", e.Error())
-	default:
-		io.WriteString(f, e.Error())
-	}
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// catch runs fn on w and returns its panic as a *PanicError.
-func catch(w *Worker, fn func(*Worker)) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.c.Panicked++
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	fn(w)
-	return nil
-}
 
 // Join runs a and b, possibly in parallel, and returns when both are
 // done. If the worker's join slot is free, b goes there, where an idle
@@ -73,9 +27,8 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	}
 	jt := w.joinTask(b)
 	defer w.joinDone(jt)
-	w.c.Spawned++
 	w.joinSlot.Store(jt)
-	w.pool.idle.notify(w.group.index)
+	w.spawned(w.group)
 	errA := catch(w, a)
 	if w.joinSlot.CompareAndSwap(jt, nil) {
 		if w.pool.aborted() {
@@ -90,6 +43,33 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	}
 	return errors.Join(errA, jt.js.err)
 }
+
+// The join slot. Each worker has one slot that offers the b side of its
+// outermost pending Join to thieves; an inner Join, while the slot is
+// taken, runs a then b inline. This is lazy splitting: a Join makes no
+// task nobody takes, and the piece offered is the largest one pending,
+// so a thief that takes it gets enough work to split further itself.
+//
+//   - Only the owner stores into its slot, and only when it is empty;
+//     the owner and thieves both take the offer with a compare-and-swap
+//     from the joinTask to nil, so exactly one of them runs b. The owner
+//     that wins the CAS runs b itself; the one that loses helps (runs
+//     other tasks) until the thief sets done, whose store publishes b's
+//     error. Without the CAS both could run b, or neither.
+//   - A thief reads the joinTask's fields only after its CAS succeeded,
+//     so a record the owner reuses for a later offer (joinTask below) is
+//     never read half-written: a thief with a stale pointer fails its
+//     CAS, or wins the current offer.
+//   - A thief that ran b touches only the task part of the record after
+//     setting done, which the owner never rewrites.
+//   - Idle workers see the slot in their search (stealFrom) and in the
+//     last searcher's re-check (wakeForPending), so an offered b wakes a
+//     worker like any task (spawned calls notify).
+//
+// Tests: TestJoinHalfIsStolen (b runs on another worker while a waits
+// for it), TestJoinFib and TestJoinDeep (nested Joins under -race, also
+// with 4-slot queues), TestTimedOutShutdownReleasesWaiters/Join (a
+// Shutdown drops an offered b and its joiner returns).
 
 // joinTask is the b side of a Join, in one allocation.
 type joinTask struct {

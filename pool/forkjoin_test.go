@@ -70,6 +70,36 @@ func TestJoinFib(t *testing.T) {
 }
 
 // Nested Join 10^4 deep completes.
+// Join offers b in the worker's join slot, where an idle worker takes it:
+// a, which waits for b to have run, returns only because b ran elsewhere.
+func TestJoinHalfIsStolen(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	for range 50 {
+		var aWorker, bWorker int
+		err := onWorker(t, p, func(w *Worker) error {
+			bDone := make(chan struct{})
+			return w.Join(func(w *Worker) {
+				aWorker = w.ID()
+				select {
+				case <-bDone:
+				case <-time.After(10 * time.Second):
+					panic("Join's b never ran while a waited: nobody took it from the join slot")
+				}
+			}, func(w *Worker) {
+				bWorker = w.ID()
+				close(bDone)
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aWorker == bWorker {
+			t.Fatalf("a and b ran on worker %d", aWorker)
+		}
+	}
+}
+
 func TestJoinDeep(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()

@@ -21,7 +21,7 @@ type Target interface {
 // node's shard as Submit, waiting for room under WithShardBound.
 func (p *Pool) queue(t *task) error {
 	if w := p.workerOf(); w != nil {
-		w.spawn(t)
+		w.spawn(t, inLIFO)
 		return nil
 	}
 	if p.state.Load() != running {
@@ -41,9 +41,7 @@ func (n Node) queue(t *task) error {
 	}
 	t.home = n.home()
 	if w := n.p.workerOf(); w != nil {
-		w.c.Spawned++
-		n.g.shardFor(t).Requeue(t)
-		n.p.idle.notify(n.g.index)
+		w.spawnTo(n.g, t)
 		return nil
 	}
 	if n.p.state.Load() != running {
@@ -56,7 +54,7 @@ func (n Node) poolOf() *Pool { return n.p }
 
 func (w *Worker) queue(t *task) error {
 	w.owner.check("Spawn")
-	w.spawn(t)
+	w.spawn(t, inLIFO)
 	return nil
 }
 

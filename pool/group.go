@@ -208,9 +208,7 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	gt := &groupTask{task: task{home: -1}, g: g, fn: fn}
 	gt.job = gt
 	if w != nil {
-		w.c.Spawned++
-		w.push(&gt.task)
-		g.pool.idle.notify(w.group.index)
+		w.spawn(&gt.task, atBack)
 		return
 	}
 	if g.pool.state.Load() != running {

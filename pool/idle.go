@@ -5,24 +5,52 @@ import (
 	"sync/atomic"
 )
 
-// idle is the protocol by which workers search for work, park and are
-// woken (Tokio's idle.rs, with NUMA-aware waking):
+// The idle protocol: how workers search for work, sleep and are woken
+// (Tokio's idle.rs, with NUMA-aware waking), and why no wake-up is lost.
 //
-//   - at most half the workers search at once (tryStartSearching);
-//   - a searcher that finds work and was the last one searching wakes
-//     another worker, so that work keeps spreading;
-//   - work arriving wakes a parked worker only when nobody searches,
-//     preferring a sleeper of the node that received the work, then the
-//     nearest nodes;
-//   - a worker registers as parked before it sleeps; if it was the last
-//     searcher it then re-checks every queue and wakes a worker if work
-//     appeared, which closes the window between its last look and its
-//     sleep;
-//   - waking is idempotent: the token channel holds one wake-up, so a
-//     wake-up sent before the worker blocks is not lost.
+// The rules:
 //
-// The counters are read without the lock on the hot path; the sleepers'
-// lists change only under mu.
+//  1. At most half the workers search at once (tryStartSearching). A
+//     searcher that finds work and was the last one searching wakes
+//     another, if tasks are making tasks (worker.run), so work keeps
+//     spreading. Without the limit every idle worker would spin on the
+//     same victims.
+//  2. A task made available (pushed to a shard, a run queue, a LIFO or
+//     join slot) is followed by notify, which wakes a sleeper only when
+//     nobody searches that will find the task: no searcher of the
+//     task's group, and no searcher at all when the group has no sleeper
+//     to wake. A woken worker starts out searching, so a burst of
+//     submissions wakes one worker, not a crowd.
+//  3. A worker registers as parked (toParked) before it sleeps; if it was
+//     the last searcher it then looks at every queue once more
+//     (wakeForPending) and wakes a worker for what it finds.
+//  4. Waking is idempotent: a worker's token channel holds one wake-up,
+//     so a wake-up sent before the worker blocks on it is not lost.
+//
+// Why no task is left queued with every worker asleep. Rules 2 and 3 are
+// the two halves of a Dekker-style handshake. The submitting side first
+// stores the task (an atomic store or read-modify-write: the shard's
+// length, the ring's tail, the slot's pointer) and then loads the
+// counters (searching, unparked, sleeping). The parking side first
+// stores the counters (searching and unparked drop in toParked) and then
+// loads every queue's emptiness (wakeForPending). Go's sync/atomic
+// operations are sequentially consistent (the Go memory model), so in
+// their single total order one side's loads come after the other side's
+// stores: either notify sees the worker parked and no searcher and wakes
+// someone under mu, or the last searcher's re-check sees the task and
+// wakes someone. When notify returns early because a searcher exists,
+// the searching count is not yet zero in that order, and the worker that
+// brings it to zero is by rule 3 a last searcher that re-checks after the
+// task was stored. A plain (non-atomic) flag on either side would break
+// this: the two loads could both miss.
+//
+// Rule 4 covers the window between toParked and the receive on the
+// token channel. The sleepers' lists change only under mu; notify reads
+// the counters without it first, as a fast path, and again under it.
+//
+// Tests: TestNoLostWakeups and TestStrictBurstsNoLostWakeups (100 000
+// hand-offs each to a pool that parks between them, under -race and with
+// 4-slot queues in CI), TestIdleCPU (a parked pool costs no CPU).
 type idle struct {
 	p         *sched
 	searching atomic.Int32 // workers searching
@@ -168,4 +196,40 @@ func (id *idle) wakeAll() {
 	for _, w := range id.p.workers {
 		w.wake()
 	}
+}
+
+// wakeForPending is what the last searcher does before it sleeps: it
+// re-checks every queue, LIFO slot and join slot, and wakes a worker for
+// what it finds: one of the node's for a node's pinned work (no other
+// node may run it), one near from's group for the rest. It reports
+// whether anything was pending.
+func (p *sched) wakeForPending(from *group) bool {
+	pending := false
+	for _, g := range p.groups {
+		if !g.pinned.IsEmpty() {
+			p.idle.notify(g.index)
+			pending = true
+		}
+	}
+	if p.stealableWork() {
+		p.idle.notify(from.index)
+		pending = true
+	}
+	return pending
+}
+
+// stealableWork reports whether a task that any worker may take is
+// queued somewhere.
+func (p *sched) stealableWork() bool {
+	for _, g := range p.groups {
+		if !g.inject.IsEmpty() {
+			return true
+		}
+	}
+	for _, w := range p.workers {
+		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -6,9 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"github.com/numapool/numapool/pin"
 )
 
 // ParallelFor calls body over [0, n) in blocks [lo, hi) and returns when
@@ -111,8 +108,32 @@ func (p *sched) split(n int) []NodeBlock {
 	return out
 }
 
-// crossNodeAfter is how long a loop piece must wait before a worker of
-// another node may take bites of it.
+// The loop-piece patience rule. ParallelFor gives each node group a
+// block of the range in proportion to its workers, queued in its pinned
+// shard: that block's pages were first touched by the same split, so
+// they lie on that node. Inside the node the block is split lazily
+// (piece.run) and its pieces may be stolen like any task, also by a
+// worker of another node whose own block is done. Such a worker:
+//
+//   - sends the piece home whole if it was offered less than
+//     crossNodeAfter ago, and keeps off that node until the piece is that
+//     old (keepOff): the node is busy with it, and a thief that stole
+//     fresh pieces would pull remote memory through the interconnect for
+//     work the node is about to do itself. Without the keep-off, the
+//     thief would steal the piece back at once and loop (steal, send
+//     home, steal);
+//   - otherwise takes one grain-sized bite from the end and sends the
+//     rest home: the node lags, and help that moves little data beats
+//     waiting for it;
+//   - with WithStrictLoops, always sends the piece home: blocks never
+//     leave their node.
+//
+// crossNodeAfter is far above a piece's usual age on a node that keeps up
+// (microseconds) and far below a lagging node's backlog (the loop's
+// length). Tests: TestParallelForDryNodeLeavesFreshWorkAlone (a dry node
+// sends fresh pieces home at most once per crossNodeAfter per worker),
+// TestParallelForSplitIsStable, and TestFirstTouchLocality in numa_test
+// (pages and the work on them stay on one node in VMs).
 const crossNodeAfter = 2 * time.Millisecond
 
 type forState struct {
@@ -183,36 +204,27 @@ func (pc *piece) run(w *Worker) {
 		g := w.pool.groups[home]
 		if w.pool.cfg.strictLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
-			g.pinned.Requeue(s.piece(lo, hi, home, pc.offered, true))
-			w.c.Spawned++
-			w.c.SentHome++
-			w.leaveRemote(home, time.Now().Add(crossNodeAfter))
-			w.pool.idle.notify(home)
+			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
+			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter))
 			return
 		}
 		if since := time.Since(pc.offered); since < crossNodeAfter {
 			// Fresh work of a busy node: leave it to that node, and
 			// leave the node alone until the piece may be helped with.
-			g.inject.Requeue(s.piece(lo, hi, home, pc.offered, false))
-			w.c.Spawned++
-			w.c.SentHome++
-			w.leaveRemote(home, time.Now().Add(crossNodeAfter-since))
-			w.pool.idle.notify(home)
+			w.sendHome(g, s.piece(lo, hi, home, pc.offered, false), true)
+			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter-since))
 			return
 		}
 		if hi-lo > s.grain {
-			g.inject.Requeue(s.piece(lo, hi-s.grain, home, pc.offered, false))
-			w.c.Spawned++
-			w.pool.idle.notify(home)
+			// Take one bite; the rest goes home as new work of g's.
+			w.spawnTo(g, s.piece(lo, hi-s.grain, home, pc.offered, false))
 			lo = hi - s.grain
 		}
 	}
 	for lo < hi && !s.stopped() {
 		if hi-lo > s.grain && w.local.IsEmpty() {
 			mid := lo + (hi-lo)/2
-			w.push(s.piece(mid, hi, home, time.Now(), false))
-			w.c.Spawned++
-			w.pool.idle.notify(w.group.index)
+			w.spawn(s.piece(mid, hi, home, time.Now(), false), atBack)
 			hi = mid
 			continue
 		}
@@ -276,9 +288,10 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 		// node; the pieces it splits into may be stolen.
 		t := s.piece(b.Lo, b.Hi, g.index, time.Now(), true)
 		if w != nil {
-			g.pinned.Requeue(t) // inside a task: the pool is running this work already
-			w.c.Spawned++
-		} else if err := g.pinned.Push(t); err != nil {
+			w.spawnTo(g, t) // inside a task: the pool is running this work already
+			continue
+		}
+		if err := g.pinned.Push(t); err != nil {
 			s.fail(ErrClosed)
 			s.finish(b.Hi - b.Lo)
 			continue
@@ -290,49 +303,4 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 	}
 	<-s.done
 	return s.err
-}
-
-// Numeric is the element types AllocOnNode can hold: no pointers, since
-// the memory is outside the Go heap and the collector does not scan it.
-type Numeric interface {
-	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
-		~float32 | ~float64 | ~complex64 | ~complex128
-}
-
-// AllocOnNode returns a slice of n zeroed elements whose pages are bound
-// to the given NUMA node (its OS ID) and already on it, and a function
-// that frees it; the slice must not be used after release. It is the
-// explicit alternative to first touch. On systems without NUMA placement
-// it returns pin.ErrUnsupported.
-func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error) {
-	if n <= 0 {
-		return nil, func() error { return nil }, nil
-	}
-	var zero T
-	b, release, err := pin.Alloc(n*int(unsafe.Sizeof(zero)), node)
-	if err != nil {
-		return nil, nil, err
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), release, nil
-}
-
-// AllocFirstTouch returns a slice of n zeroed elements whose pages are
-// not yet allocated: each lands on the node of the worker that first
-// writes it. Initialise it with ParallelFor, and every later ParallelFor
-// over the same n processes each block on the node that holds it (the
-// first-touch pattern). A slice from make may not work so: Go zeroes
-// reused heap memory on the allocating thread, which places the pages
-// there. release frees the slice, which must not be used afterwards. On
-// systems without NUMA placement it returns pin.ErrUnsupported (use make
-// there).
-func AllocFirstTouch[T Numeric](n int) (s []T, release func() error, err error) {
-	if n <= 0 {
-		return nil, func() error { return nil }, nil
-	}
-	var zero T
-	b, release, err := pin.Map(n * int(unsafe.Sizeof(zero)))
-	if err != nil {
-		return nil, nil, err
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), release, nil
 }

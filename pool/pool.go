@@ -41,9 +41,9 @@ type group struct {
 	workers []*Worker
 	dist    []int // distance to each group, by index
 
-	// slots holds one token per task queued in inject or pinned under the bound;
+	// places holds one token per task queued in inject or pinned under the bound;
 	// nil when unbounded.
-	slots chan struct{}
+	places chan struct{}
 	// crossSearching is set while one of the group's workers searches
 	// other nodes: at most one does at a time.
 	crossSearching atomic.Bool
@@ -115,7 +115,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	for gi, gp := range pl.groups {
 		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](), pinned: queue.NewInjectShard[*task](), dist: gp.distRow}
 		if cfg.shardBound > 0 {
-			g.slots = make(chan struct{}, cfg.shardBound)
+			g.places = make(chan struct{}, cfg.shardBound)
 		}
 		var ids []int
 		for _, cpu := range gp.cpus {
@@ -277,22 +277,22 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int
 // from one of the pool's own tasks takes no place: only the workers make
 // room, and a worker waiting for room would wait for itself.
 func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
-	if g.slots != nil && !(wait && p.workerOf() != nil) {
+	if g.places != nil && !(wait && p.workerOf() != nil) {
 		select {
-		case g.slots <- struct{}{}:
+		case g.places <- struct{}{}:
 		default:
 			if !wait {
 				return ErrFull
 			}
 			select {
-			case g.slots <- struct{}{}:
+			case g.places <- struct{}{}:
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-p.intake:
 				return ErrClosed
 			}
 		}
-		t.slot = g
+		t.placeIn = g
 	}
 	if err := g.shardFor(t).Push(t); err != nil {
 		t.release()
@@ -312,39 +312,3 @@ func (g *group) shardFor(t *task) *queue.InjectShard[*task] {
 
 // queued is the number of tasks in g's shards.
 func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
-
-// wakeForPending is what the last searcher does before it sleeps: it
-// re-checks every queue, LIFO slot and join slot, and wakes a worker for
-// what it finds: one of the node's for a node's pinned work (no other
-// node may run it), one near from's group for the rest. It reports
-// whether anything was pending.
-func (p *sched) wakeForPending(from *group) bool {
-	pending := false
-	for _, g := range p.groups {
-		if !g.pinned.IsEmpty() {
-			p.idle.notify(g.index)
-			pending = true
-		}
-	}
-	if p.stealableWork() {
-		p.idle.notify(from.index)
-		pending = true
-	}
-	return pending
-}
-
-// stealableWork reports whether a task that any worker may take is
-// queued somewhere.
-func (p *sched) stealableWork() bool {
-	for _, g := range p.groups {
-		if !g.inject.IsEmpty() {
-			return true
-		}
-	}
-	for _, w := range p.workers {
-		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {
-			return true
-		}
-	}
-	return false
-}

@@ -6,10 +6,13 @@ import (
 
 // Counters are a worker's (or a node's, or the pool's) event counts.
 type Counters struct {
-	TasksRun             uint64 `json:"tasks_run"`               // tasks started
-	Completed            uint64 `json:"completed"`               // tasks finished, panicked or not
-	Panicked             uint64 `json:"panicked"`                // tasks (and loop parts, Join halves) whose function panicked
-	Spawned              uint64 `json:"spawned"`                 // tasks queued from inside tasks: Spawn, Group.Go, Join offers, Async, loop pieces
+	TasksRun  uint64 `json:"tasks_run"` // tasks started
+	Completed uint64 `json:"completed"` // tasks finished, panicked or not
+	Panicked  uint64 `json:"panicked"`  // tasks (and loop parts, Join halves) whose function panicked
+	// Spawned counts tasks made inside tasks: Spawn, Join offers,
+	// Group.Go, Async, Run and Node submissions from a task, and loop
+	// pieces (also those remade to send home).
+	Spawned              uint64 `json:"spawned"`
 	LIFOHits             uint64 `json:"lifo_hits"`               // tasks taken from the LIFO slot
 	InjectPulls          uint64 `json:"inject_pulls"`            // takes from the worker's own node's shards (a batch, or one pinned task)
 	StealsInNode         uint64 `json:"steals_in_node"`          // successful steals from workers of the same node

@@ -12,8 +12,8 @@ type task struct {
 	home int32 // node group index, or -1
 	// plain marks a record of its own (Submit, Spawn), which the worker
 	// that ran it may reuse; other tasks are embedded in their job.
-	plain bool
-	slot  *group // the group whose bound this task holds a place in, until started
+	plain   bool
+	placeIn *group // the group whose shard bound this task holds a place under, until started
 }
 
 // job is what a task does. Exactly one of run and drop is called, once:
@@ -35,9 +35,9 @@ func (fnJob) drop(error) {}
 
 // release gives back the task's place under its group's bound, once.
 func (t *task) release() {
-	if t.slot != nil {
-		<-t.slot.slots
-		t.slot = nil
+	if t.placeIn != nil {
+		<-t.placeIn.places
+		t.placeIn = nil
 	}
 }
 

@@ -3,7 +3,6 @@ package pool
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -15,8 +14,10 @@ import (
 )
 
 const (
-	maxLIFORuns     = 3                      // LIFO tasks in a row before the queue gets a turn
-	initialInterval = 61                     // fairness interval before tuning (Tokio, from Go)
+	maxLIFORuns     = 3  // LIFO tasks in a row before the queue gets a turn
+	initialInterval = 61 // fairness interval before tuning (Tokio, from Go)
+	minInterval     = 2  // the tuned interval's bounds
+	maxInterval     = 127
 	targetLookEvery = 200 * time.Microsecond // of work between looks at the shard
 	publishEvery    = 64                     // tasks between stats publications
 )
@@ -64,19 +65,14 @@ type Worker struct {
 	joins     []*joinTask // Join records to reuse (joinTask)
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
-	// remoteWait[g] is when the worker may steal from group g again
-	// (leaveRemote); remoteWaitEnd the latest of them; now the time of
-	// the search that reads them.
-	remoteWait    []time.Time
-	remoteWaitEnd time.Time
-	now           time.Time
-	c             Counters // written by the owner only; published to pub
-	pub           published
-	bound         topology.CPUSet // the OS CPUs the thread is bound to
-	tid           int             // the worker's OS thread (0 where unknown)
-	owner         ownerID
-	runnable      [1]metrics.Sample // for othersRunnable
-	fromWorker    bool              // the task being started was stolen from a worker
+	keepOff     keepOff  // other groups this worker leaves alone for a while
+	c           Counters // written by the owner only; published to pub
+	pub         published
+	bound       topology.CPUSet // the OS CPUs the thread is bound to
+	tid         int             // the worker's OS thread (0 where unknown)
+	owner       ownerID
+	runnable    [1]metrics.Sample // for othersRunnable
+	fromWorker  bool              // the task being started was stolen from a worker
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
@@ -131,17 +127,7 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 		panic("pool: Spawn of a nil function")
 	}
 	w.owner.check("Spawn")
-	w.spawn(w.newTask(fn, -1))
-}
-
-// spawn puts t in the LIFO slot, the slot's previous task at the back of
-// the queue, and counts it.
-func (w *Worker) spawn(t *task) {
-	w.c.Spawned++
-	if prev := w.lifo.Swap(t); prev != nil {
-		w.push(prev)
-	}
-	w.pool.idle.notify(w.group.index)
+	w.spawn(w.newTask(fn, -1), inLIFO)
 }
 
 // push appends t to the worker's queue, overflowing to the node's shard.
@@ -306,7 +292,7 @@ func (w *Worker) tune() {
 		w.meanTask = 0.9*w.meanTask + 0.1*mean
 	}
 	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
-	w.interval = min(max(n, 2), 127)
+	w.interval = min(max(n, minInterval), maxInterval)
 }
 
 // stopClock stops the task clock: the worker has run out of tasks.
@@ -363,10 +349,10 @@ func (w *Worker) search() *task {
 		w.searching = true
 	}
 	var found *task
-	waiting := w.waitingOnRemote()
+	w.keepOff.look()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
-			if v.Node != w.group.index && w.leaveRemoteAlone(v.Node, waiting) {
+			if v.Group != w.group.index && w.leavesAlone(v.Group) {
 				return false
 			}
 			found = w.stealFrom(v, pass == 1)
@@ -386,56 +372,63 @@ func (w *Worker) search() *task {
 	return nil
 }
 
-// leaveRemote makes the worker leave group g's queues alone until until:
-// it just took loop work of g that g must keep (see forState.block), and
-// stealing more of it would only send that back too.
-func (w *Worker) leaveRemote(g int, until time.Time) {
-	if w.remoteWait == nil {
-		w.remoteWait = make([]time.Time, len(w.pool.groups))
-	}
-	w.remoteWait[g] = until
-	if until.After(w.remoteWaitEnd) {
-		w.remoteWaitEnd = until
-	}
-}
-
-// waitingOnRemote reports whether some group is to be left alone now.
-func (w *Worker) waitingOnRemote() bool {
-	if w.remoteWaitEnd.IsZero() {
-		return false
-	}
-	w.now = time.Now()
-	if !w.now.Before(w.remoteWaitEnd) {
-		w.remoteWaitEnd = time.Time{}
-		return false
-	}
-	return true
-}
-
-// leaveAlone reports whether group g's queues are to be left alone, as of
-// the last waitingOnRemote.
-func (w *Worker) leaveAlone(g int) bool { return w.now.Before(w.remoteWait[g]) }
-
-// leaveRemoteAlone reports whether another group g's queues are to be
-// left alone now: the worker waits on g (leaveRemote), or g has a
+// leavesAlone reports whether the worker leaves another group g's queues
+// alone in this search: it keeps off g for a while (keepOff), or g has a
 // searcher of its own, which will find g's work. Such a searcher is often
 // a worker just woken for that work, whose goroutine waits for a
 // processor or whose thread waits for its CPU: a thief that took the work
 // meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter in
 // a 2x2 VM: 14-23% of the tasks off node without this rule, 4-13% with it).
-func (w *Worker) leaveRemoteAlone(g int, waiting bool) bool {
-	return waiting && w.leaveAlone(g) || w.pool.groups[g].searching.Load() > 0
+func (w *Worker) leavesAlone(g int) bool {
+	return w.keepOff.holds(g) || w.pool.groups[g].searching.Load() > 0
 }
+
+// keepOff is when a worker may steal from each other group again: it took
+// loop work of a group that the group must keep (piece.run), and stealing
+// more of it would only send that back too.
+type keepOff struct {
+	until []time.Time // per group; nil until first used
+	last  time.Time   // the latest of until, zero once passed
+	now   time.Time   // the clock at the current search's look; zero if nothing is held
+}
+
+// hold keeps the worker off group g (of n) until the given time.
+func (k *keepOff) hold(g, n int, until time.Time) {
+	if k.until == nil {
+		k.until = make([]time.Time, n)
+	}
+	k.until[g] = until
+	if until.After(k.last) {
+		k.last = until
+	}
+}
+
+// look starts a search: it reads the clock if some group is held, so that
+// holds answers for the whole search without reading it again.
+func (k *keepOff) look() {
+	k.now = time.Time{}
+	if k.last.IsZero() {
+		return
+	}
+	if now := time.Now(); now.Before(k.last) {
+		k.now = now
+	} else {
+		k.last = time.Time{}
+	}
+}
+
+// holds reports whether group g is held as of the last look.
+func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }
 
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	p := w.pool
 	if v.IsShard() {
-		if v.Node == w.group.index {
+		if v.Group == w.group.index {
 			if t := w.fromPinned(); t != nil {
 				return t
 			}
 		}
-		return w.fromShard(p.groups[v.Node], 0)
+		return w.fromShard(p.groups[v.Group], 0)
 	}
 	vw := p.workers[v.Worker]
 	before := w.local.Len()
@@ -453,7 +446,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	if !ok {
 		return nil
 	}
-	if v.Node == w.group.index {
+	if v.Group == w.group.index {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
 	} else {
@@ -468,10 +461,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 // node.
 func (w *Worker) run(t *task) {
 	if t.home >= 0 && int(t.home) != w.group.index {
-		home := w.pool.groups[t.home]
-		home.pinned.Requeue(t)
-		w.c.SentHome++
-		w.pool.idle.notify(home.index)
+		w.sendHome(w.pool.groups[t.home], t, false)
 		return
 	}
 	fromWorker := w.fromWorker
@@ -505,29 +495,6 @@ func (w *Worker) run(t *task) {
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
-}
-
-// call runs a plain task's function, recovering a panic: the worker
-// lives on.
-func (w *Worker) call(fn func(*Worker)) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.c.Panicked++
-			w.pool.taskPanicked(r, debug.Stack())
-		}
-	}()
-	fn(w)
-}
-
-// taskPanicked hands a task's panic to the handler, or, without one,
-// panics again so that the process fails as with any unrecovered panic.
-func (p *sched) taskPanicked(value any, stack []byte) {
-	if p.cfg.panicHandler == nil {
-		// Still inside the deferred call: the panicking frames are on the
-		// stack, so the crash report shows where the task failed.
-		panic(value)
-	}
-	p.cfg.panicHandler(value, stack)
 }
 
 // park sleeps until there is work, and reports false when the worker

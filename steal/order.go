@@ -49,7 +49,7 @@ func ParseMode(s string) (Mode, error) {
 // Victim is a place to steal from: a worker's ring, or a node's inject
 // shard (Worker == -1).
 type Victim struct {
-	Node   int // node group index (0..len(nodes)-1)
+	Group  int // node group index (0..len(nodes)-1), not an OS node ID
 	Worker int // worker index, or -1 for the node's inject shard
 }
 
@@ -113,7 +113,7 @@ func (l *Layout) Local(self int, r *Rand, visit func(Victim) bool) bool {
 	if l.visitWorkers(l.nodes[g], self, r, visit) {
 		return true
 	}
-	return visit(Victim{Node: g, Worker: -1})
+	return visit(Victim{Group: g, Worker: -1})
 }
 
 // Remote visits the victims in the other nodes, nearest first, random
@@ -125,7 +125,7 @@ func (l *Layout) Remote(self int, r *Rand, visit func(Victim) bool) bool {
 		nodes := append(order[:0], tier...)
 		shuffle(nodes, r)
 		for _, g := range nodes {
-			if l.visitWorkers(l.nodes[g], self, r, visit) || visit(Victim{Node: g, Worker: -1}) {
+			if l.visitWorkers(l.nodes[g], self, r, visit) || visit(Victim{Group: g, Worker: -1}) {
 				return true
 			}
 		}
@@ -140,14 +140,14 @@ func (l *Layout) Flat(self int, r *Rand, visit func(Victim) bool) bool {
 		return true
 	}
 	g := l.nodeOf[self]
-	if visit(Victim{Node: g, Worker: -1}) {
+	if visit(Victim{Group: g, Worker: -1}) {
 		return true
 	}
 	n := len(l.nodes)
 	start := r.Intn(n)
 	for i := range n {
 		o := (start + i) % n
-		if o != g && visit(Victim{Node: o, Worker: -1}) {
+		if o != g && visit(Victim{Group: o, Worker: -1}) {
 			return true
 		}
 	}
@@ -172,7 +172,7 @@ func (l *Layout) visitWorkers(ws []int, self int, r *Rand, visit func(Victim) bo
 		if w == self {
 			continue
 		}
-		if visit(Victim{Node: l.nodeOf[w], Worker: w}) {
+		if visit(Victim{Group: l.nodeOf[w], Worker: w}) {
 			return true
 		}
 	}

@@ -39,11 +39,11 @@ func TestHierarchicalOrder(t *testing.T) {
 		}
 		remote := collect(l.Remote, 0, &r)
 		// Nearest node (1) first: its workers, then its shard.
-		if len(remote) != 9 || remote[0].Node != 1 || remote[1].Node != 1 || remote[2] != (Victim{1, -1}) {
+		if len(remote) != 9 || remote[0].Group != 1 || remote[1].Group != 1 || remote[2] != (Victim{1, -1}) {
 			t.Fatalf("remote order %v: node 1 (nearest) must come first", remote)
 		}
 		// Then nodes 2 and 3 in either order, each complete before the next.
-		a, b := remote[3].Node, remote[6].Node
+		a, b := remote[3].Group, remote[6].Group
 		if !(a == 2 && b == 3 || a == 3 && b == 2) || remote[5] != (Victim{a, -1}) || remote[8] != (Victim{b, -1}) {
 			t.Fatalf("far nodes out of order: %v", remote)
 		}
@@ -105,7 +105,7 @@ func TestFlatOrder(t *testing.T) {
 			t.Fatalf("flat visits %d victims: %v", len(v), v)
 		}
 		for i, x := range v[:7] {
-			if x.IsShard() || x.Worker == 3 || x.Node != l.nodeOf[x.Worker] {
+			if x.IsShard() || x.Worker == 3 || x.Group != l.nodeOf[x.Worker] {
 				t.Fatalf("victim %d = %v", i, x)
 			}
 		}
