@@ -115,7 +115,6 @@ type runner struct {
 	c       Contender
 	workers int
 	p       *pool.Pool
-	bounded *pool.Pool // the same configuration with a bounded queue (pipeline)
 	ants    *ants.Pool
 	pond    pond.Pool
 	eg      *errgroup.Group
@@ -124,15 +123,21 @@ type runner struct {
 	wg      sync.WaitGroup // tasks given to submit
 }
 
-func start(c Contender) (*runner, error) {
+// start starts contender c for workload wl. One numapool pool at a time:
+// a second one idle beside it would take a CPU from it under the Active
+// wait policy.
+func start(c Contender, wl Workload) (*runner, error) {
 	r := &runner{c: c, workers: runtime.GOMAXPROCS(0)}
 	var err error
 	switch c.kind {
 	case kindNumapool:
-		r.p, err = pool.New(c.opts...)
+		opts := c.opts
+		if wl.bounded {
+			opts = append(opts[:len(opts):len(opts)], pool.WithShardBound(256))
+		}
+		r.p, err = pool.New(opts...)
 		if err == nil {
 			r.workers = r.p.Workers()
-			r.bounded, err = pool.New(append(c.opts, pool.WithShardBound(256))...)
 		}
 	case kindAnts:
 		r.ants, err = ants.NewPool(r.workers)
@@ -160,7 +165,6 @@ func (r *runner) stop() {
 	switch r.c.kind {
 	case kindNumapool:
 		_ = r.p.Close()
-		_ = r.bounded.Close()
 	case kindAnts:
 		_ = r.ants.ReleaseTimeout(10e9)
 	case kindPond:

@@ -64,7 +64,7 @@ func Run(cfg Config) ([]Result, error) {
 }
 
 func runOne(wl Workload, c Contender, cfg Config) ([]Result, error) {
-	r, err := start(c)
+	r, err := start(c, wl)
 	if err != nil {
 		return nil, err
 	}
