@@ -27,7 +27,8 @@
 // Outside any task you hold the *Pool: Submit, TrySubmit, SubmitCtx,
 // Node (a node to submit to, soft or Strict; SubmitTo and SubmitToStrict
 // are short for it), Group, Join, ParallelFor, ParallelForCtx,
-// ParallelForErr, Split, Stats, Explain, Close, Shutdown. Inside a task
+// ParallelForErr, Split, Stats, Explain, Close, Shutdown, and the
+// descriptions Workers, Nodes, Topology and Binding. Inside a task
 // you hold the *Worker that runs it: Spawn, Join, Group, ParallelFor,
 // ParallelForCtx, ParallelForErr, ID, Node, CPU, Pool. A Group's Go and
 // Wait may be called anywhere and do what fits the caller (push and help

@@ -15,13 +15,12 @@ import (
 // (and stays there at the top level); inside a node a worker runs its
 // block in grain-sized pieces and offers the upper half of what is left
 // whenever its queue is empty, so idle workers of the node steal halves
-// (lazy binary splitting). A worker of another node, once its own node
-// has run dry, may take grain-sized bites from the end of a piece (a
-// tail-end steal, counted in Stats); the rest goes back to its node. A block crosses to
-// another node only when a whole node has run dry (a tail-end steal,
-// counted in Stats as a cross-node steal). So data first touched by a
-// ParallelFor over n is, in every later ParallelFor over n, processed by
-// the node that touched it: the first-touch pattern.
+// (lazy binary splitting). Work crosses to another node only when that
+// node has run dry and the piece has waited crossNodeAfter: its worker
+// takes one grain-sized bite from the end (a tail-end steal, counted in
+// Stats as a cross-node steal) and sends the rest home. So data first
+// touched by a ParallelFor over n is, in every later ParallelFor over n,
+// processed by the node that touched it: the first-touch pattern.
 //
 // grain <= 0 picks one from n and the number of workers. A panic in body
 // stops handing out new blocks and is returned as a *PanicError. The

@@ -66,9 +66,9 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // spread as ParallelFor spreads indexes (node blocks first). The first
 // error of a map in time (not in chunk order, see ParallelForErr), or its
 // panic, or ctx's error, stops handing out chunks and is returned with the
-// zero T, after every map already running has returned. Called from inside one of the
-// pool's tasks it runs chunks itself while it waits (pass w.Pool()).
-// n <= 0 returns the zero T.
+// zero T, after every map already running has returned. Called from
+// inside one of the pool's tasks it runs chunks itself while it waits
+// (pass w.Pool()). n <= 0 returns the zero T.
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	mapper func(w *Worker, lo, hi int) (T, error), combine func(a, b T) T) (T, error) {
 	var zero T
