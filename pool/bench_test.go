@@ -66,29 +66,20 @@ func BenchmarkSubmitAnts(b *testing.B) {
 
 // Spawning from inside tasks: roots each spawn 1000 children, all roots
 // submitted at once, so the backlog grows to b.N tasks.
-func BenchmarkSpawn(b *testing.B) {
-	p := benchPool(b)
-	const fan = 1000
-	var wg sync.WaitGroup
-	leaf := func(*Worker) { wg.Done() }
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += fan {
-		n := min(fan, b.N-i)
-		wg.Add(n)
-		_ = p.Submit(func(w *Worker) {
-			for range n {
-				w.Spawn(leaf)
-			}
-		})
-	}
-	wg.Wait()
-}
+func BenchmarkSpawn(b *testing.B) { benchSpawn(b, false) }
 
 // Tokio's spawn_many shape: a root spawns 1000 children and the caller
 // waits for them before the next root, so about a thousand tasks are in
 // flight at a time.
-func BenchmarkSpawnMany(b *testing.B) {
+func BenchmarkSpawnMany(b *testing.B) { benchSpawn(b, true) }
+
+func BenchmarkSpawnManyGoroutine(b *testing.B) { benchSpawnGoroutine(b, true) }
+
+func BenchmarkSpawnGoroutine(b *testing.B) { benchSpawnGoroutine(b, false) }
+
+// benchSpawn submits roots that spawn 1000 children each, waiting for each
+// root's children before the next when waitEach.
+func benchSpawn(b *testing.B, waitEach bool) {
 	p := benchPool(b)
 	const fan = 1000
 	var wg sync.WaitGroup
@@ -103,11 +94,15 @@ func BenchmarkSpawnMany(b *testing.B) {
 				w.Spawn(leaf)
 			}
 		})
-		wg.Wait()
+		if waitEach {
+			wg.Wait()
+		}
 	}
+	wg.Wait()
 }
 
-func BenchmarkSpawnManyGoroutine(b *testing.B) {
+// benchSpawnGoroutine is benchSpawn with a goroutine per root and child.
+func benchSpawnGoroutine(b *testing.B, waitEach bool) {
 	const fan = 1000
 	var wg sync.WaitGroup
 	b.ReportAllocs()
@@ -119,22 +114,9 @@ func BenchmarkSpawnManyGoroutine(b *testing.B) {
 				go wg.Done()
 			}
 		}()
-		wg.Wait()
-	}
-}
-
-func BenchmarkSpawnGoroutine(b *testing.B) {
-	const fan = 1000
-	var wg sync.WaitGroup
-	b.ReportAllocs()
-	for i := 0; i < b.N; i += fan {
-		n := min(fan, b.N-i)
-		wg.Add(n)
-		go func() {
-			for range n {
-				go wg.Done()
-			}
-		}()
+		if waitEach {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
 }
