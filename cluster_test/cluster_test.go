@@ -173,9 +173,17 @@ func parseReports(t *testing.T, text string) []report {
 		if i < 0 {
 			continue
 		}
+		js := line[i:]
 		var r report
-		if err := json.Unmarshal([]byte(line[i:]), &r); err != nil {
-			t.Fatalf("probe line %q: %v", line, err)
+		err := json.Unmarshal([]byte(js), &r)
+		// srun --label cuts a long line into pieces of its buffer's size,
+		// each with the label again: join them until the report parses.
+		for label := line[:i]; err != nil && label != "" && sc.Scan(); {
+			js += strings.TrimPrefix(sc.Text(), label)
+			err = json.Unmarshal([]byte(js), &r)
+		}
+		if err != nil {
+			t.Fatalf("probe line %q: %v", js, err)
 		}
 		rs = append(rs, r)
 	}
