@@ -4,6 +4,8 @@ import (
 	"context"
 	"iter"
 	"runtime"
+	"sync/atomic"
+	"time"
 )
 
 // cacheLine is the padding between values that different workers write:
@@ -62,13 +64,16 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // only on n, grain and the pool, never on which worker ran what, so a
 // floating-point sum comes out the same on every run.
 //
-// combine may change and return its first argument. The chunks are
-// spread as ParallelFor spreads indexes (node blocks first). The first
-// error of a map in time (not in chunk order, see ParallelForErr), or its
-// panic, or ctx's error, stops handing out chunks and is returned with the
-// zero T, after every map already running has returned. Called from
-// inside one of the pool's tasks it runs chunks itself while it waits
-// (pass w.Pool()). n <= 0 returns the zero T.
+// combine may change and return its first argument. The chunks are split
+// over the nodes in contiguous blocks, as ParallelFor splits indexes, and
+// each node's workers take its chunks in order, one at a time (OpenMP's
+// schedule(dynamic) inside each node): a failure early in the range stops
+// the job early. A node whose block is done helps another with chunks that
+// have waited crossNodeAfter (never under WithStrictLoops). The first error
+// of a map in time, or its panic, or ctx's error, stops handing out chunks
+// and is returned with the zero T, after every map already running has
+// returned. Called from inside one of the pool's tasks it runs chunks
+// itself while it waits (pass w.Pool()). n <= 0 returns the zero T.
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	mapper func(w *Worker, lo, hi int) (T, error), combine func(a, b T) T) (T, error) {
 	var zero T
@@ -83,17 +88,11 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	}
 	chunks := (n + grain - 1) / grain
 	partial := make([]T, chunks) // each written once: no need to pad
-	body := func(w *Worker, clo, chi int) error {
-		for c := clo; c < chi; c++ {
-			v, err := mapper(w, c*grain, min((c+1)*grain, n))
-			if err != nil {
-				return err
-			}
-			partial[c] = v
-		}
-		return nil
-	}
-	err := p.parallelFor(ctx, nil, chunks, 1, body)
+	err := p.claimChunks(ctx, chunks, func(w *Worker, c int) error {
+		v, err := mapper(w, c*grain, min((c+1)*grain, n))
+		partial[c] = v
+		return err
+	})
 	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
 	if err != nil {
 		return zero, err
@@ -103,4 +102,127 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 		acc = combine(acc, v)
 	}
 	return acc, nil
+}
+
+// chunkLoop runs body over chunks [0, chunks) claimed in order: each node
+// group's block of chunks has a cursor, and helper tasks, one per worker
+// of the group, queued in its pinned shard, claim the next chunk until
+// the block is done, then chunks of other groups' blocks that have waited
+// crossNodeAfter. The loop is done when every helper has returned:
+// forState.remaining counts helpers, not chunks.
+type chunkLoop struct {
+	forState
+	each   func(w *Worker, c int) error
+	blocks []padded[chunkBlock] // per group; a line each, as each group's workers write its own
+}
+
+type chunkBlock struct {
+	next  atomic.Int64 // the next chunk to claim
+	end   int64
+	since time.Time // when the block was queued
+}
+
+// chunkHelper is a helper task of a chunkLoop, for the group it runs in.
+type chunkHelper struct {
+	task
+	l *chunkLoop
+}
+
+func (h *chunkHelper) run(w *Worker) {
+	l := h.l
+	for !l.stopped() {
+		c, ok := l.claim(w)
+		if !ok {
+			break
+		}
+		var err error
+		if perr := catch(w, func(w *Worker) { err = l.each(w, c) }); perr != nil {
+			err = perr
+		}
+		if err != nil {
+			l.fail(err)
+		}
+	}
+	l.finish(1)
+}
+
+func (h *chunkHelper) drop(cause error) {
+	h.l.fail(cause)
+	h.l.finish(1)
+}
+
+// claim returns the next chunk for w: from its own group's block, else
+// from a block of another group that has waited crossNodeAfter.
+func (l *chunkLoop) claim(w *Worker) (int, bool) {
+	if c, ok := l.blocks[w.group.index].v.take(); ok {
+		return c, true
+	}
+	if w.pool.cfg.strictLoops {
+		return 0, false
+	}
+	for i := range l.blocks {
+		b := &l.blocks[i].v
+		if i != w.group.index && time.Since(b.since) >= crossNodeAfter {
+			if c, ok := b.take(); ok {
+				w.c.StealsCrossNode++
+				w.c.TasksStolenCrossNode++
+				return c, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// take claims the block's next chunk, if any is left.
+func (b *chunkBlock) take() (int, bool) {
+	if b.next.Load() >= b.end {
+		return 0, false
+	}
+	if c := b.next.Add(1) - 1; c < b.end {
+		return int(c), true
+	}
+	return 0, false
+}
+
+// claimChunks runs each over [0, chunks) as a chunkLoop and returns the
+// first error. From inside one of the pool's tasks the caller runs
+// helpers while it waits.
+func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker, c int) error) error {
+	w := p.workerOf()
+	if p.state.Load() != running && w == nil {
+		return ErrClosed
+	}
+	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{})}, each: each,
+		blocks: make([]padded[chunkBlock], len(p.groups))}
+	var helpers []*task
+	now := time.Now()
+	for i, b := range p.split(chunks) {
+		blk := &l.blocks[i].v
+		blk.next.Store(int64(b.Lo))
+		blk.end, blk.since = int64(b.Hi), now
+		for range min(len(p.groups[i].workers), b.Hi-b.Lo) {
+			h := &chunkHelper{task: task{home: int32(i)}, l: l}
+			h.job = h
+			helpers = append(helpers, &h.task)
+		}
+	}
+	l.remaining.Store(int64(len(helpers)))
+	for _, t := range helpers {
+		g := p.groups[t.home]
+		if w != nil {
+			w.spawnTo(g, t) // inside a task: the pool is running this work already
+			continue
+		}
+		if err := g.pinned.Push(t); err != nil {
+			l.fail(ErrClosed)
+			l.finish(1)
+			continue
+		}
+		p.idle.notify(g.index)
+	}
+	if w != nil {
+		w.helpUntil(func() bool { return l.remaining.Load() == 0 })
+	}
+	<-l.done
+	return l.err
 }
