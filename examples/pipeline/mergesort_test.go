@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -36,33 +35,25 @@ func merge(a, buf []int64, mid int) {
 
 // --- numapool ---
 
-// sortNumapool sorts a in parallel on p.
+// sortNumapool sorts a in parallel on p. A panic while sorting comes back
+// as the error (a *pool.PanicError).
 func sortNumapool(p *pool.Pool, a []int64) error {
 	buf := make([]int64, len(a))
-	_, err := pool.Run(p, func(w *pool.Worker) (struct{}, error) {
-		return struct{}{}, mergeSortW(w, a, buf)
-	})
+	_, err := pool.Run(p, func(w *pool.Worker) (struct{}, error) { mergeSortW(w, a, buf); return struct{}{}, nil })
 	return err
 }
 
-func mergeSortW(w *pool.Worker, a, buf []int64) error {
+func mergeSortW(w *pool.Worker, a, buf []int64) {
 	if len(a) <= sortCutoff {
 		slices.Sort(a)
-		return nil
+		return
 	}
 	mid := len(a) / 2
-	var errA, errB error
-	if err := w.Join(
-		func(w *pool.Worker) { errA = mergeSortW(w, a[:mid], buf[:mid]) },
-		func(w *pool.Worker) { errB = mergeSortW(w, a[mid:], buf[mid:]) },
-	); err != nil {
-		return err
-	}
-	if err := errors.Join(errA, errB); err != nil {
-		return err
+	if err := w.Join(func(w *pool.Worker) { mergeSortW(w, a[:mid], buf[:mid]) },
+		func(w *pool.Worker) { mergeSortW(w, a[mid:], buf[mid:]) }); err != nil {
+		panic(err) // a half panicked: pass it up, as a goroutine's panic would
 	}
 	merge(a, buf, mid)
-	return nil
 }
 
 // sortNumapoolGeneric is the same with the generic pool.Join and pool.Run.
