@@ -26,7 +26,6 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 		return errors.Join(catch(w, a), catch(w, b))
 	}
 	jt := w.joinTask(b)
-	defer w.joinDone(jt)
 	w.joinSlot.Store(jt)
 	w.spawned(w.group)
 	errA := catch(w, a)
@@ -41,7 +40,9 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 	} else {
 		w.helpUntil(jt.js.done.Load) // a thief runs b: help until it is done
 	}
-	return errors.Join(errA, jt.js.err)
+	err := errors.Join(errA, jt.js.err)
+	w.joinDone(jt) // only now: until b is done a thief may hold the record
+	return err
 }
 
 // The join slot. Each worker has one slot that offers the b side of its

@@ -3,13 +3,15 @@ package pool
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 )
 
 // A task's panic never takes its worker down: it is recovered where the
 // task ran and goes to whoever waits for the task, as a *PanicError
 // (Join, Group.Wait, ParallelFor, MapReduce, a Future), or, for a plain
-// task nobody waits for, to the pool's panic handler.
+// task nobody waits for, to the pool's panic handler; without one it ends
+// the process, as an unrecovered panic in a goroutine does.
 
 // PanicError is a task's panic returned as an error by Join, Group.Wait,
 // ParallelFor, MapReduce and a Future: the panic value and the stack
@@ -66,13 +68,19 @@ func (w *Worker) call(fn func(*Worker)) {
 	fn(w)
 }
 
-// taskPanicked hands a task's panic to the handler, or, without one,
-// panics again so that the process fails as with any unrecovered panic.
+// taskPanicked hands a task's panic to the handler, or, without one, ends
+// the process as any unrecovered panic does.
 func (p *sched) taskPanicked(value any, stack []byte) {
-	if p.cfg.panicHandler == nil {
-		// Still inside the deferred call: the panicking frames are on the
-		// stack, so the crash report shows where the task failed.
-		panic(value)
+	if p.cfg.panicHandler != nil {
+		p.cfg.panicHandler(value, stack)
+		return
 	}
-	p.cfg.panicHandler(value, stack)
+	// End the process as an unrecovered panic in a goroutine does, with
+	// the task's stack and exit status 2. Not by panicking again: this
+	// worker may be running the task while it waits inside another task
+	// (Join, Group.Wait, a loop: helpUntil), and a panic from here would
+	// unwind that task's frames, where its own recover would take the
+	// panic for its own and the process would live on.
+	fmt.Fprintf(os.Stderr, "panic: %v\n\ngoroutine running a numapool task:\n%s", value, stack)
+	os.Exit(2)
 }

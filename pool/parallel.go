@@ -264,6 +264,7 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 	if body == nil {
 		panic("pool: ParallelFor with a nil body")
 	}
+	ctx = orBackground(ctx)
 	if n <= 0 {
 		return nil
 	}
@@ -276,6 +277,7 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 	if grain <= 0 {
 		grain = max(1, n/(64*len(p.workers)))
 	}
+	grain = min(grain, n) // lo+grain must not overflow
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
 	s.remaining.Store(int64(n))
 	for i, b := range p.split(n) {

@@ -86,7 +86,8 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	if grain <= 0 {
 		grain = max(1, n/(16*len(p.workers)))
 	}
-	chunks := (n + grain - 1) / grain
+	grain = min(grain, n)        // (c+1)*grain must not overflow
+	chunks := 1 + (n-1)/grain    // not (n+grain-1)/grain, which can overflow
 	partial := make([]T, chunks) // each written once: no need to pad
 	err := p.claimChunks(ctx, chunks, func(w *Worker, c int) error {
 		v, err := mapper(w, c*grain, min((c+1)*grain, n))
@@ -188,6 +189,7 @@ func (b *chunkBlock) take() (int, bool) {
 // first error. From inside one of the pool's tasks the caller runs
 // helpers while it waits.
 func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker, c int) error) error {
+	ctx = orBackground(ctx)
 	w := p.workerOf()
 	if p.state.Load() != running && w == nil {
 		return ErrClosed
