@@ -1460,3 +1460,30 @@ func TestStatsRunningIsZeroAfterClose(t *testing.T) {
 			st.Running, st.Nodes[0].Running, st.Nodes[1].Running)
 	}
 }
+
+// A nil context is taken as context.Background by every method that
+// takes one (vet flags it, but it must not end the process from a
+// worker).
+func TestNilContextIsBackground(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	var nilCtx context.Context
+	bounded(t, "nil contexts", func() {
+		if err := p.ParallelForCtx(nilCtx, 100, 1, func(*Worker, int, int) {}); err != nil {
+			t.Errorf("ParallelForCtx(nil) = %v", err)
+		}
+		if got, err := MapReduce(nilCtx, p, 100, 1, func(_ *Worker, lo, hi int) (int, error) { return hi - lo, nil },
+			func(a, b int) int { return a + b }); got != 100 || err != nil {
+			t.Errorf("MapReduce(nil) = %d, %v", got, err)
+		}
+		if err := p.SubmitCtx(nilCtx, func(*Worker) {}); err != nil {
+			t.Errorf("SubmitCtx(nil) = %v", err)
+		}
+		if v, err := Async(p, func(*Worker) (int, error) { return 7, nil }).WaitCtx(nilCtx); v != 7 || err != nil {
+			t.Errorf("WaitCtx(nil) = %d, %v", v, err)
+		}
+		if _, err := p.Shutdown(nilCtx); err != nil {
+			t.Errorf("Shutdown(nil) = %v", err)
+		}
+	})
+}

@@ -169,6 +169,7 @@ func (f *Future[T]) Wait() (T, error) {
 // the function still runs (or keeps running) and the Future completes
 // later.
 func (f *Future[T]) WaitCtx(ctx context.Context) (T, error) {
+	ctx = orBackground(ctx)
 	if !f.isDone() {
 		if w := f.p.workerOf(); w != nil {
 			w.helpUntil(func() bool { return f.isDone() || ctx.Err() != nil })

@@ -65,10 +65,7 @@ func (w *Worker) Group(ctx context.Context) *Group {
 }
 
 func newGroup(p *Pool, ctx context.Context) *Group {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	gctx, cancel := context.WithCancelCause(ctx)
+	gctx, cancel := context.WithCancelCause(orBackground(ctx))
 	return &Group{pool: p, ctx: gctx, cancel: cancel}
 }
 

@@ -100,6 +100,7 @@ func (p *Pool) Close() error {
 // tasks, Close and Shutdown close intake and return ErrInsideTask at once
 // instead of waiting for themselves.
 func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
+	ctx = orBackground(ctx)
 	p.beginClose()
 	if p.onWorker() {
 		return 0, ErrInsideTask

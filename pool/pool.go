@@ -265,6 +265,7 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
+	ctx = orBackground(ctx)
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
@@ -312,3 +313,13 @@ func (g *group) shardFor(t *task) *queue.InjectShard[*task] {
 
 // queued is the number of tasks in g's shards.
 func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
+
+// orBackground is ctx, or context.Background for a nil ctx, which every
+// method that takes a context accepts (as Group always did): a nil ctx
+// read by a worker would otherwise end the process.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
