@@ -670,62 +670,50 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 	type size struct{ n, grain int }
 	sizes := []size{{1, 1}, {2, 1}, {3, 2}, {5, 3}, {7, 100}, {64, 64}, {1003, 1}, {1003, 7},
 		{1003, 1002}, {1003, 1003}, {1003, 1004}, {1003, 0}, {100_003, 997}}
-	for _, spec := range reuseSpecs {
-		for _, strict := range []bool{false, true} {
-			name := specName(spec)
-			var opts []Option
-			if strict {
-				name += "/strict"
-				opts = append(opts, WithStrictLoops())
-			}
-			t.Run(name, func(t *testing.T) {
-				p := newTestPool(t, reuseOpts(spec, opts...)...)
-				defer p.Close()
-				var pr problems
-				ctx := context.Background()
-				bounded(t, "MapReduce calls", func() {
-					for _, sz := range sizes {
-						// From outside.
-						c := newChunkCheck(sz.n, sz.grain, &pr)
-						res, err := MapReduce(ctx, p, sz.n, sz.grain, c.mapper(nil), combineLists)
-						c.check(res, err, "outside")
-						// From inside a task.
-						c = newChunkCheck(sz.n, sz.grain, &pr)
-						r, err := Run(p, func(w *Worker) ([]int, error) {
-							res, err := MapReduce(ctx, w.Pool(), sz.n, sz.grain, c.mapper(nil), combineLists)
-							c.check(res, err, "inside")
-							return res, nil
-						})
-						if err != nil || len(r) == 0 {
-							pr.add("Run around MapReduce = %d chunks, %v", len(r), err)
-						}
-					}
-					// Several at once, from outside and inside.
-					var wg sync.WaitGroup
-					for k := range 6 {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							sz := sizes[6+k%6]
-							c := newChunkCheck(sz.n, sz.grain, &pr)
-							if k%2 == 0 {
-								res, err := MapReduce(ctx, p, sz.n, sz.grain, c.mapper(nil), combineLists)
-								c.check(res, err, "concurrent outside")
-								return
-							}
-							_, _ = Run(p, func(w *Worker) (int, error) {
-								res, err := MapReduce(ctx, w.Pool(), sz.n, sz.grain, c.mapper(nil), combineLists)
-								c.check(res, err, "concurrent inside")
-								return 0, nil
-							})
-						}()
-					}
-					wg.Wait()
+	onEachLayout(t, reuseSpecs, func(t *testing.T, p *Pool, _ bool) {
+		var pr problems
+		ctx := context.Background()
+		bounded(t, "MapReduce calls", func() {
+			for _, sz := range sizes {
+				// From outside.
+				c := newChunkCheck(sz.n, sz.grain, &pr)
+				res, err := MapReduce(ctx, p, sz.n, sz.grain, c.mapper(nil), combineLists)
+				c.check(res, err, "outside")
+				// From inside a task.
+				c = newChunkCheck(sz.n, sz.grain, &pr)
+				r, err := Run(p, func(w *Worker) ([]int, error) {
+					res, err := MapReduce(ctx, w.Pool(), sz.n, sz.grain, c.mapper(nil), combineLists)
+					c.check(res, err, "inside")
+					return res, nil
 				})
-				pr.report(t)
-			})
-		}
-	}
+				if err != nil || len(r) == 0 {
+					pr.add("Run around MapReduce = %d chunks, %v", len(r), err)
+				}
+			}
+			// Several at once, from outside and inside.
+			var wg sync.WaitGroup
+			for k := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sz := sizes[6+k%6]
+					c := newChunkCheck(sz.n, sz.grain, &pr)
+					if k%2 == 0 {
+						res, err := MapReduce(ctx, p, sz.n, sz.grain, c.mapper(nil), combineLists)
+						c.check(res, err, "concurrent outside")
+						return
+					}
+					_, _ = Run(p, func(w *Worker) (int, error) {
+						res, err := MapReduce(ctx, w.Pool(), sz.n, sz.grain, c.mapper(nil), combineLists)
+						c.check(res, err, "concurrent inside")
+						return 0, nil
+					})
+				}()
+			}
+			wg.Wait()
+		})
+		pr.report(t)
+	})
 }
 
 // A node whose chunks are slow is helped by the other node's helpers once
@@ -734,50 +722,38 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 // node 1's at least 20 ms, so node 0's helpers reach node 1's block long
 // after crossNodeAfter with most of it left.
 func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
-	for _, spec := range []string{"2x1", "2x2"} {
-		for _, strict := range []bool{false, true} {
-			name := spec
-			var opts []Option
-			if strict {
-				name += "/strict"
-				opts = append(opts, WithStrictLoops())
+	onEachLayout(t, []string{"2x1", "2x2"}, func(t *testing.T, p *Pool, strict bool) {
+		var pr problems
+		const n = 400
+		blocks := p.Split(n)
+		c := newChunkCheck(n, 1, &pr)
+		slow := func(_ *Worker, lo, _ int) error {
+			if lo >= blocks[1].Lo {
+				spinFor(100 * time.Microsecond)
+			} else {
+				spinFor(20 * time.Microsecond)
 			}
-			t.Run(name, func(t *testing.T) {
-				p := newTestPool(t, reuseOpts(spec, opts...)...)
-				defer p.Close()
-				var pr problems
-				const n = 400
-				blocks := p.Split(n)
-				c := newChunkCheck(n, 1, &pr)
-				slow := func(_ *Worker, lo, _ int) error {
-					if lo >= blocks[1].Lo {
-						spinFor(100 * time.Microsecond)
-					} else {
-						spinFor(20 * time.Microsecond)
-					}
-					return nil
-				}
-				bounded(t, "MapReduce", func() {
-					res, err := MapReduce(context.Background(), p, n, 1, c.mapper(slow), combineLists)
-					c.check(res, err, "slow node")
-				})
-				pr.report(t)
-				crossed := 0
-				for k := blocks[1].Lo; k < blocks[1].Hi; k++ {
-					if c.nodeOf[k].Load() == 1 { // group 0, +1
-						crossed++
-					}
-				}
-				t.Logf("%d of node 1's %d chunks mapped by node 0", crossed, blocks[1].Hi-blocks[1].Lo)
-				switch {
-				case strict && crossed != 0:
-					t.Errorf("WithStrictLoops: %d of node 1's chunks mapped by node 0", crossed)
-				case !strict && crossed == 0:
-					t.Errorf("node 0 never helped node 1's slow block after crossNodeAfter")
-				}
-			})
+			return nil
 		}
-	}
+		bounded(t, "MapReduce", func() {
+			res, err := MapReduce(context.Background(), p, n, 1, c.mapper(slow), combineLists)
+			c.check(res, err, "slow node")
+		})
+		pr.report(t)
+		crossed := 0
+		for k := blocks[1].Lo; k < blocks[1].Hi; k++ {
+			if c.nodeOf[k].Load() == 1 { // group 0, +1
+				crossed++
+			}
+		}
+		t.Logf("%d of node 1's %d chunks mapped by node 0", crossed, blocks[1].Hi-blocks[1].Lo)
+		switch {
+		case strict && crossed != 0:
+			t.Errorf("WithStrictLoops: %d of node 1's chunks mapped by node 0", crossed)
+		case !strict && crossed == 0:
+			t.Errorf("node 0 never helped node 1's slow block after crossNodeAfter")
+		}
+	})
 }
 
 // A failing map (an error, a panic, a cancelled ctx) stops MapReduce,
@@ -873,85 +849,73 @@ func TestHardReuseMapReduceFailures(t *testing.T) {
 // callers at once. Every index of every level is mapped exactly once and
 // each result is right.
 func TestHardReuseMapReduceNested(t *testing.T) {
-	for _, spec := range reuseSpecs {
-		for _, strict := range []bool{false, true} {
-			name := specName(spec)
-			var opts []Option
-			if strict {
-				name += "/strict"
-				opts = append(opts, WithStrictLoops())
-			}
-			t.Run(name, func(t *testing.T) {
-				p := newTestPool(t, reuseOpts(spec, opts...)...)
-				defer p.Close()
-				const outer, inner, third = 48, 37, 5
-				var pr problems
-				ctx := context.Background()
-				sum := func(a, b int) int { return a + b }
-				var wg sync.WaitGroup
-				for caller := range 3 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						var hits [outer * inner * third]atomic.Int32
-						got, err := MapReduce(ctx, p, outer, 1+caller, func(w *Worker, lo, hi int) (int, error) {
-							total := 0
-							for j := lo; j < hi; j++ {
-								v, err := MapReduce(ctx, w.Pool(), inner, 1+j%4, func(w *Worker, lo, hi int) (int, error) {
-									s := 0
-									for k := lo; k < hi; k++ {
-										base := (j*inner + k) * third
-										if k%3 != 0 {
-											hits[base].Add(1)
-											s++
-											continue
-										}
-										v, err := MapReduce(ctx, w.Pool(), third, 2, func(_ *Worker, lo, hi int) (int, error) {
-											for m := lo; m < hi; m++ {
-												hits[base+m].Add(1)
-											}
-											return hi - lo, nil
-										}, sum)
-										if err != nil {
-											return 0, err
-										}
-										s += v
+	onEachLayout(t, reuseSpecs, func(t *testing.T, p *Pool, _ bool) {
+		const outer, inner, third = 48, 37, 5
+		var pr problems
+		ctx := context.Background()
+		sum := func(a, b int) int { return a + b }
+		var wg sync.WaitGroup
+		for caller := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var hits [outer * inner * third]atomic.Int32
+				got, err := MapReduce(ctx, p, outer, 1+caller, func(w *Worker, lo, hi int) (int, error) {
+					total := 0
+					for j := lo; j < hi; j++ {
+						v, err := MapReduce(ctx, w.Pool(), inner, 1+j%4, func(w *Worker, lo, hi int) (int, error) {
+							s := 0
+							for k := lo; k < hi; k++ {
+								base := (j*inner + k) * third
+								if k%3 != 0 {
+									hits[base].Add(1)
+									s++
+									continue
+								}
+								v, err := MapReduce(ctx, w.Pool(), third, 2, func(_ *Worker, lo, hi int) (int, error) {
+									for m := lo; m < hi; m++ {
+										hits[base+m].Add(1)
 									}
-									return s, nil
+									return hi - lo, nil
 								}, sum)
 								if err != nil {
 									return 0, err
 								}
-								total += v
+								s += v
 							}
-							return total, nil
+							return s, nil
 						}, sum)
-						want := 0
-						for j := range outer {
-							for k := range inner {
-								base := (j*inner + k) * third
-								span := 1
-								if k%3 == 0 {
-									span = third
-								}
-								want += span
-								for m := range span {
-									if h := hits[base+m].Load(); h != 1 {
-										pr.add("caller %d: index %d/%d/%d mapped %d times", caller, j, k, m, h)
-									}
-								}
+						if err != nil {
+							return 0, err
+						}
+						total += v
+					}
+					return total, nil
+				}, sum)
+				want := 0
+				for j := range outer {
+					for k := range inner {
+						base := (j*inner + k) * third
+						span := 1
+						if k%3 == 0 {
+							span = third
+						}
+						want += span
+						for m := range span {
+							if h := hits[base+m].Load(); h != 1 {
+								pr.add("caller %d: index %d/%d/%d mapped %d times", caller, j, k, m, h)
 							}
 						}
-						if err != nil || got != want {
-							pr.add("caller %d: nested MapReduce = %d, %v; want %d", caller, got, err, want)
-						}
-					}()
+					}
 				}
-				bounded(t, "nested MapReduce", wg.Wait)
-				pr.report(t)
-			})
+				if err != nil || got != want {
+					pr.add("caller %d: nested MapReduce = %d, %v; want %d", caller, got, err, want)
+				}
+			}()
 		}
-	}
+		bounded(t, "nested MapReduce", wg.Wait)
+		pr.report(t)
+	})
 }
 
 // Shutdown (from outside, with tiny deadlines) and Close (from inside a
@@ -1212,5 +1176,25 @@ func nestedPlainPanicChild() {
 	case <-finished:
 	case <-time.After(4 * time.Second):
 		say("the root task did not finish")
+	}
+}
+
+// onEachLayout runs body on a pool of each layout in specs (see
+// reuseSpecs), with and without WithStrictLoops, each as a subtest.
+func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool, strict bool)) {
+	for _, spec := range specs {
+		for _, strict := range []bool{false, true} {
+			name := specName(spec)
+			var opts []Option
+			if strict {
+				name += "/strict"
+				opts = append(opts, WithStrictLoops())
+			}
+			t.Run(name, func(t *testing.T) {
+				p := newTestPool(t, reuseOpts(spec, opts...)...)
+				defer p.Close()
+				body(t, p, strict)
+			})
+		}
 	}
 }

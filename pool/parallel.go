@@ -287,18 +287,30 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 		g := p.groups[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		t := s.piece(b.Lo, b.Hi, g.index, time.Now(), true)
-		if w != nil {
-			w.spawnTo(g, t) // inside a task: the pool is running this work already
-			continue
-		}
-		if err := g.pinned.Push(t); err != nil {
-			s.fail(ErrClosed)
-			s.finish(b.Hi - b.Lo)
-			continue
-		}
-		p.idle.notify(g.index)
+		s.start(w, g, s.piece(b.Lo, b.Hi, g.index, time.Now(), true), b.Hi-b.Lo)
 	}
+	return s.wait(w)
+}
+
+// start queues t, the loop's work for group g worth k of remaining, in
+// g's pinned shard: from w, the calling worker, or from outside the pool.
+// Refused (the pool closed), it counts as failed and finished.
+func (s *forState) start(w *Worker, g *group, t *task, k int) {
+	if w != nil {
+		w.spawnTo(g, t) // inside a task: the pool is running this work already
+		return
+	}
+	if err := g.pinned.Push(t); err != nil {
+		s.fail(ErrClosed)
+		s.finish(k)
+		return
+	}
+	s.pool.idle.notify(g.index)
+}
+
+// wait returns once the loop is done, with its first error; a calling
+// worker w helps meanwhile.
+func (s *forState) wait(w *Worker) error {
 	if w != nil {
 		w.helpUntil(func() bool { return s.remaining.Load() == 0 })
 	}

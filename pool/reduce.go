@@ -210,21 +210,7 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	}
 	l.remaining.Store(int64(len(helpers)))
 	for _, t := range helpers {
-		g := p.groups[t.home]
-		if w != nil {
-			w.spawnTo(g, t) // inside a task: the pool is running this work already
-			continue
-		}
-		if err := g.pinned.Push(t); err != nil {
-			l.fail(ErrClosed)
-			l.finish(1)
-			continue
-		}
-		p.idle.notify(g.index)
+		l.start(w, p.groups[t.home], t, 1)
 	}
-	if w != nil {
-		w.helpUntil(func() bool { return l.remaining.Load() == 0 })
-	}
-	<-l.done
-	return l.err
+	return l.wait(w)
 }
