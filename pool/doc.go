@@ -51,10 +51,10 @@
 // Group with active tasks. A panic never leaves a queue half-changed.
 //
 // Panics in tasks: a task's panic is recovered and the worker lives on.
-// Join, Group.Wait and ParallelFor return it as a *PanicError. A plain
-// task's panic goes to the WithPanicHandler handler; without one, the
-// process fails as it would for an unrecovered panic in a goroutine.
-// Nothing is swallowed.
+// Join, Group.Wait, ParallelFor, MapReduce, Run and a Future return it as
+// a *PanicError. A plain task's panic goes to the WithPanicHandler
+// handler; without one, the process fails as it would for an unrecovered
+// panic in a goroutine. Nothing is swallowed.
 //
 // Shutdown: Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose threads exit with them.

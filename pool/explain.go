@@ -87,8 +87,11 @@ func boundText(n int) string {
 }
 
 func blockTimeText(d time.Duration) string {
-	if d < 0 {
+	switch {
+	case d < 0:
 		return "idle workers never sleep"
+	case d == 0:
+		return "idle workers sleep at once"
 	}
 	return fmt.Sprintf("idle workers sleep after %v", d)
 }

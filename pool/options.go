@@ -40,6 +40,8 @@ type config struct {
 	interval     int // fairness interval; 0: self-tuned
 	strictLoops  bool
 	noEnv        bool
+	specEnv      bool   // spec came from NUMAPOOL_TOPOLOGY
+	nodesEnv     string // NUMAPOOL_NODES, when nodes came from it
 	wait         WaitPolicy
 	waitSet      bool
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
@@ -305,14 +307,14 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		c.mode = m
 	}
 	if v, ok := get(EnvTopology); ok && c.spec == "" && c.topo == nil {
-		c.spec = v
+		c.spec, c.specEnv = v, true
 	}
 	if v, ok := get(EnvNodes); ok && !c.nodesSet {
 		set, err := topology.ParseCPUList([]byte(v))
 		if err != nil || set.IsEmpty() {
 			return fmt.Errorf("pool: %s=%q: want a list of node IDs such as 0,2 or 0-1", EnvNodes, v)
 		}
-		c.nodes = set.List()
+		c.nodes, c.nodesEnv = set.List(), v
 	}
 	if v, ok := get(EnvWaitPolicy); ok && !c.waitSet {
 		w, err := ParseWaitPolicy(v)

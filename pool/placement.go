@@ -33,6 +33,9 @@ func makePlan(c config) (*plan, error) {
 	}
 	if c.spec != "" {
 		st, note, err := synthetic(c.spec, t)
+		if err != nil && c.specEnv {
+			return nil, fmt.Errorf("pool: %s=%q: %w", EnvTopology, c.spec, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("pool: %w", err)
 		}
@@ -62,7 +65,11 @@ func makePlan(c config) (*plan, error) {
 			}
 		}
 		if len(kept) == 0 {
-			return nil, fmt.Errorf("pool: none of nodes %v has CPUs this process may use (nodes with allowed CPUs: %s)", c.nodes, nodeIDs(nodes))
+			from := ""
+			if c.nodesEnv != "" {
+				from = fmt.Sprintf("%s=%q: ", EnvNodes, c.nodesEnv)
+			}
+			return nil, fmt.Errorf("pool: %snone of nodes %v has CPUs this process may use (nodes with allowed CPUs: %s)", from, c.nodes, nodeIDs(nodes))
 		}
 		slices.SortFunc(kept, func(a, b topology.Node) int { return a.ID - b.ID })
 		nodes = kept

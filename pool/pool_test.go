@@ -311,6 +311,7 @@ func TestIdleCPU(t *testing.T) {
 	}{
 		{"passive", nil, 0, 30 * time.Millisecond},
 		{"passive, block time 20ms", []Option{WithBlockTime(20 * time.Millisecond)}, 0, 30 * time.Millisecond},
+		{"block time 0", []Option{WithBlockTime(0)}, 0, 30 * time.Millisecond},
 		{"active", []Option{WithWaitPolicy(Active)}, window / 3, 10 * window},
 		{"passive, block time infinite", []Option{WithBlockTime(-1)}, window / 3, 10 * window},
 	} {

@@ -547,9 +547,10 @@ func (w *Worker) park() bool {
 //
 // A worker's thread is locked to its goroutine, so while it spins, a
 // goroutine that waits for a processor (a task's waiter, or a worker just
-// woken) may wait for this very one. A passive searcher then parks at
-// once. An active one yields when it sees that twice in a row, a few
-// microseconds apart: once is often a goroutine about to be picked up.
+// woken) may wait for this very one. With a block time (Passive, or any
+// explicit one) the searcher then parks at once; without one (Active) it
+// yields when it sees that twice in a row, a few microseconds apart: once
+// is often a goroutine about to be picked up.
 func (w *Worker) spin() *task {
 	p := w.pool
 	limit := p.cfg.spinFor()

@@ -39,7 +39,8 @@ commands:
           --spec SPEC --json --csv --plot FILE.svg
   explain start a pool and show where its workers are and how they are bound
           --workers N --places P --steal MODE --spec SPEC --strict
-          (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES)
+          (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES,
+           _WAIT_POLICY, _BLOCKTIME)
 `
 
 func main() {

@@ -22,7 +22,10 @@ func sumByCategory(ctx context.Context, p *pool.Pool, csv []byte) (map[string]fl
 		func(w *pool.Worker, lo, hi int) (map[string]float64, error) {
 			sums := map[string]float64{} // this chunk's partial result
 			for i := lo; i < hi; i++ {
-				f := strings.Split(string(lines[i]), ",") // parse
+				if len(bytes.TrimSpace(lines[i])) == 0 {
+					continue // a blank line
+				}
+				f := strings.Split(string(bytes.TrimSuffix(lines[i], []byte("\r"))), ",") // parse
 				if len(f) != 3 {
 					return nil, fmt.Errorf("line %d: %d fields, want 3", i+1, len(f))
 				}
