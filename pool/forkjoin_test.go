@@ -543,3 +543,33 @@ func TestParallelForTwoPiecesRunInParallel(t *testing.T) {
 		}
 	}
 }
+
+// Join itself allocates nothing once the worker has a Join record to
+// reuse: with function values made once (here, no captures), a Join
+// whose b is not stolen costs no allocation (rayon's join allocates
+// nothing either). Closures that capture the caller's variables are the
+// caller's allocations.
+func TestJoinAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	p := newTestPool(t, WithWorkers(1)) // nobody to steal b
+	defer p.Close()
+	var n atomic.Int64
+	a := func(*Worker) { n.Add(1) }
+	b := func(*Worker) { n.Add(1) }
+	allocs := onWorker(t, p, func(w *Worker) float64 {
+		_ = w.Join(a, b) // warm: the first Join makes the record
+		return testing.AllocsPerRun(1000, func() {
+			if err := w.Join(a, b); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	if allocs != 0 {
+		t.Errorf("Join allocated %.1f times per call", allocs)
+	}
+	if n.Load() != 2*1002 {
+		t.Errorf("a and b ran %d times, want %d", n.Load(), 2*1002)
+	}
+}
