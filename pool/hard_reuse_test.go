@@ -718,9 +718,10 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 
 // A node whose chunks are slow is helped by the other node's helpers once
 // its block has waited crossNodeAfter, never under WithStrictLoops; each
-// chunk is still mapped once. Node 0's 200 chunks take at least 4 ms,
-// node 1's at least 20 ms, so node 0's helpers reach node 1's block long
-// after crossNodeAfter with most of it left.
+// chunk is still mapped once. Node 0's 200 chunks take at least 4 ms
+// even on two workers (twice crossNodeAfter: a node that finishes sooner
+// has no reason to cross), node 1's at least 20 ms, so node 0's helpers
+// reach node 1's block after crossNodeAfter with most of it left.
 func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 	onEachLayout(t, []string{"2x1", "2x2"}, func(t *testing.T, p *Pool, strict bool) {
 		var pr problems
@@ -729,9 +730,9 @@ func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 		c := newChunkCheck(n, 1, &pr)
 		slow := func(_ *Worker, lo, _ int) error {
 			if lo >= blocks[1].Lo {
-				spinFor(100 * time.Microsecond)
+				spinFor(200 * time.Microsecond)
 			} else {
-				spinFor(20 * time.Microsecond)
+				spinFor(40 * time.Microsecond)
 			}
 			return nil
 		}

@@ -316,10 +316,22 @@ func TestIdleCPU(t *testing.T) {
 		{"passive, block time infinite", []Option{WithBlockTime(-1)}, window / 3, 10 * window},
 	} {
 		p := newTestPool(t, append(tc.opts, WithSpec("2x2"))...)
-		for range 100 { // warm up; a passive pool's workers park
-			_ = p.Submit(func(*Worker) {})
+		var ran sync.WaitGroup
+		ran.Add(100)
+		for range 100 { // warm up
+			_ = p.Submit(func(*Worker) { ran.Done() })
 		}
-		time.Sleep(50 * time.Millisecond)
+		ran.Wait()
+		if tc.min == 0 {
+			// A sleeping pool: measure once every worker has parked (a
+			// loaded machine may hold a searcher off its CPU past its
+			// block time), then it must stay asleep.
+			deadline := time.Now().Add(10 * time.Second)
+			for p.idle.unparked.Load() != 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 		before := processCPU()
 		time.Sleep(window)
 		used := processCPU() - before

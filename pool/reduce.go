@@ -68,12 +68,13 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // over the nodes in contiguous blocks, as ParallelFor splits indexes, and
 // each node's workers take its chunks in order, one at a time (OpenMP's
 // schedule(dynamic) inside each node): a failure early in the range stops
-// the job early. A node whose block is done helps another with chunks that
-// have waited crossNodeAfter (never under WithStrictLoops). The first error
-// of a map in time, or its panic, or ctx's error, stops handing out chunks
-// and is returned with the zero T, after every map already running has
-// returned. Called from inside one of the pool's tasks it runs chunks
-// itself while it waits (pass w.Pool()). n <= 0 returns the zero T.
+// the job early. A node whose block is done, if crossNodeAfter has passed
+// since the call, helps the others with theirs (never under
+// WithStrictLoops). The first error of a map in time, or its panic, or
+// ctx's error, stops handing out chunks and is returned with the zero T,
+// after every map already running has returned. Called from inside one of
+// the pool's tasks it runs chunks itself while it waits (pass w.Pool()).
+// n <= 0 returns the zero T.
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	mapper func(w *Worker, lo, hi int) (T, error), combine func(a, b T) T) (T, error) {
 	var zero T
