@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/numapool/numapool/launch"
+	"github.com/numapool/numapool/topology"
 )
 
 // srun runs n tasks of PROGRAM with the srun options given, each task's
@@ -76,12 +77,7 @@ func TestSlurmCoresPerRank(t *testing.T) {
 
 // srun -n 1 -c 2, bound or not: the pool takes what it is allowed.
 func TestSlurmCPUsPerTask(t *testing.T) {
-	needSlurm(t)
-	bin := binaries(t)
-	on := online(t)
-	if on.Len() < 2 {
-		t.Skip("one online CPU")
-	}
+	bin, on := slurmTwoCPUs(t)
 	for _, bind := range []string{"--cpu-bind=cores", "--cpu-bind=none"} {
 		t.Run(bind, func(t *testing.T) {
 			rs := byRank(t, readReports(t, srun(t, nil, 1, []string{"-c", "2", bind}, filepath.Join(bin, "probe"))), 1)
@@ -139,12 +135,7 @@ func TestSlurmBatchJob(t *testing.T) {
 // launch.Synthetic and with NUMAPOOL_TOPOLOGY alike: the spec describes
 // the machine, and each rank keeps the synthetic CPUs on its own.
 func TestSlurmSyntheticNodes(t *testing.T) {
-	needSlurm(t)
-	bin := binaries(t)
-	on := online(t)
-	if on.Len() < 2 {
-		t.Skip("one online CPU")
-	}
+	bin, on := slurmTwoCPUs(t)
 	spec := fmt.Sprintf("%dx1", on.Len()) // one synthetic node per online CPU
 	for _, how := range []struct {
 		env  []string
@@ -166,4 +157,16 @@ func TestSlurmSyntheticNodes(t *testing.T) {
 			noWarnings(t, r)
 		}
 	}
+}
+
+// slurmTwoCPUs skips the test without a Slurm or with one online CPU, and
+// returns the test binaries' directory and the online CPUs.
+func slurmTwoCPUs(t *testing.T) (bin string, on topology.CPUSet) {
+	t.Helper()
+	needSlurm(t)
+	bin, on = binaries(t), online(t)
+	if on.Len() < 2 {
+		t.Skip("one online CPU")
+	}
+	return bin, on
 }

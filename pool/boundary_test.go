@@ -151,13 +151,9 @@ func TestAsyncWaitInsideHelps(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-out:
-		if r.sum != 1+2+3+4+100 || r.err != nil {
-			t.Errorf("inside a task: sum %d, err %v; want 110, nil", r.sum, r.err)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("a task waiting for its own futures on a 1-worker pool hung: Wait blocks instead of helping")
+	r := recv(t, out, "a task waiting for its own futures on a 1-worker pool hung: Wait blocks instead of helping")
+	if r.sum != 1+2+3+4+100 || r.err != nil {
+		t.Errorf("inside a task: sum %d, err %v; want 110, nil", r.sum, r.err)
 	}
 }
 
@@ -204,13 +200,9 @@ func TestFutureWaitCtx(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { _, err := f.WaitCtx(ctx); errc <- err }()
 	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("WaitCtx after cancel = %v, want context.Canceled", err)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("WaitCtx did not return when its ctx was cancelled")
+	err := recv(t, errc, "WaitCtx did not return when its ctx was cancelled")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitCtx after cancel = %v, want context.Canceled", err)
 	}
 	if isDone(f.Done()) {
 		t.Error("the future is done although its function is still blocked")
@@ -259,13 +251,9 @@ func TestFutureWaitCtx(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errIn:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("WaitCtx(cancelled) inside a task = %v, want context.Canceled", err)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("WaitCtx(cancelled) inside a task hung")
+	err = recv(t, errIn, "WaitCtx(cancelled) inside a task hung")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitCtx(cancelled) inside a task = %v, want context.Canceled", err)
 	}
 	fin := <-fc
 	waitClosed(t, fin.Done(), hangBound, "the future queued by the task")
@@ -728,19 +716,15 @@ func TestWorkerParallelForErrAndCtx(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-res:
-		if o.okErr != nil || o.sum != 999*1000/2 {
-			t.Errorf("Worker.ParallelForErr: %v, sum %d", o.okErr, o.sum)
-		}
-		if !errors.Is(o.failErr, errBody) {
-			t.Errorf("failing Worker.ParallelForErr = %v", o.failErr)
-		}
-		if !errors.Is(o.cErr, context.Canceled) || o.afterCancel != 0 {
-			t.Errorf("Worker.ParallelForCtx cancelled = %v, %d bodies after (one worker: want 0)", o.cErr, o.afterCancel)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("Worker.ParallelForErr/Ctx inside a task on a 1-worker pool hung")
+	o := recv(t, res, "Worker.ParallelForErr/Ctx inside a task on a 1-worker pool hung")
+	if o.okErr != nil || o.sum != 999*1000/2 {
+		t.Errorf("Worker.ParallelForErr: %v, sum %d", o.okErr, o.sum)
+	}
+	if !errors.Is(o.failErr, errBody) {
+		t.Errorf("failing Worker.ParallelForErr = %v", o.failErr)
+	}
+	if !errors.Is(o.cErr, context.Canceled) || o.afterCancel != 0 {
+		t.Errorf("Worker.ParallelForCtx cancelled = %v, %d bodies after (one worker: want 0)", o.cErr, o.afterCancel)
 	}
 }
 
@@ -1034,13 +1018,9 @@ func TestMapReduceErrorsAndEdges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-res:
-		if got != 1000 {
-			t.Errorf("MapReduce inside a task = %d", got)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("MapReduce inside a task on a 1-worker pool hung")
+	got := recv(t, res, "MapReduce inside a task on a 1-worker pool hung")
+	if got != 1000 {
+		t.Errorf("MapReduce inside a task = %d", got)
 	}
 }
 
@@ -1486,4 +1466,17 @@ func TestNilContextIsBackground(t *testing.T) {
 			t.Errorf("Shutdown(nil) = %v", err)
 		}
 	})
+}
+
+// recv returns the next value from ch, or fails the test when none comes
+// within hangBound: what says what hung.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hangBound):
+		t.Fatal(what)
+	}
+	panic("unreachable")
 }
