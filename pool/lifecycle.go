@@ -261,16 +261,21 @@ func (p *sched) drop(t *task, count bool) {
 // dropShards drops every task in every node's shards, a segment at a
 // time.
 func (p *sched) dropShards(count bool) {
-	batch := make([]*task, 0, 256)
+	batch := make([]item, 0, 256)
 	for _, g := range p.groups {
-		for _, q := range []*queue.InjectShard[*task]{g.inject, g.pinned} {
+		for _, q := range []*queue.InjectShard[item]{g.inject, g.pinned} {
 			for {
 				batch = q.PopN(batch[:0], cap(batch))
 				if len(batch) == 0 {
 					break
 				}
-				for _, t := range batch {
-					p.drop(t, count)
+				for _, it := range batch {
+					switch {
+					case it.t != nil:
+						p.drop(it.t, count)
+					case count: // dropping a plain task only counts it
+						p.abandoned.Add(1)
+					}
 				}
 			}
 		}

@@ -34,10 +34,10 @@ var (
 
 // group is the worker group of one NUMA node.
 type group struct {
-	index   int                       // position in Pool.groups
-	node    topology.Node             // the node, with its allowed CPUs
-	inject  *queue.InjectShard[*task] // work for the node that other nodes may take
-	pinned  *queue.InjectShard[*task] // work that must run on the node
+	index   int                      // position in Pool.groups
+	node    topology.Node            // the node, with its allowed CPUs
+	inject  *queue.InjectShard[item] // work for the node that other nodes may take
+	pinned  *queue.InjectShard[item] // work that must run on the node
 	workers []*Worker
 	dist    []int // distance to each group, by index
 
@@ -113,7 +113,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
-		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[*task](), pinned: queue.NewInjectShard[*task](), dist: gp.distRow}
+		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
 		if cfg.shardBound > 0 {
 			g.places = make(chan struct{}, cfg.shardBound)
 		}
@@ -269,15 +269,16 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
-	return p.push(ctx, g, &task{job: fnJob(fn), home: home, plain: true}, wait)
+	return p.push(ctx, g, item{fn: fn, home: home}, wait)
 }
 
-// push queues t, accepted from outside the pool or from a task, in g's
+// push queues it, accepted from outside the pool or from a task, in g's
 // shard: it takes a place under the bound first (waiting for one if
 // wait), and fails with ErrClosed once intake has closed. A waiting push
 // from one of the pool's own tasks takes no place: only the workers make
-// room, and a worker waiting for room would wait for itself.
-func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
+// room, and a worker waiting for room would wait for itself. A task that
+// holds a place is queued as its record, which carries the place.
+func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
 	if g.places != nil && !(wait && p.workerOf() != nil) {
 		select {
 		case g.places <- struct{}{}:
@@ -293,19 +294,26 @@ func (p *sched) push(ctx context.Context, g *group, t *task, wait bool) error {
 				return ErrClosed
 			}
 		}
-		t.placeIn = g
+		if it.t == nil {
+			it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
+			it.fn = nil
+		}
+		it.t.placeIn = g
 	}
-	if err := g.shardFor(t).Push(t); err != nil {
-		t.release()
+	if err := g.shardOf(it.home).Push(it); err != nil {
+		if it.t != nil {
+			it.t.release()
+		}
 		return ErrClosed
 	}
 	p.idle.notify(g.index)
 	return nil
 }
 
-// shardFor is the shard of g that t goes to: pinned if it must stay.
-func (g *group) shardFor(t *task) *queue.InjectShard[*task] {
-	if t.home >= 0 {
+// shardOf is the shard of g for a task with that home: pinned if it
+// must stay.
+func (g *group) shardOf(home int32) *queue.InjectShard[item] {
+	if home >= 0 {
 		return g.pinned
 	}
 	return g.inject

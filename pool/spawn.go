@@ -35,7 +35,7 @@ func (w *Worker) spawn(t *task, at where) {
 // pinned if t must stay in g. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
 func (w *Worker) spawnTo(g *group, t *task) {
-	g.shardFor(t).Requeue(t)
+	g.shardOf(t.home).Requeue(w.itemOf(t))
 	w.spawned(g)
 }
 
@@ -55,6 +55,6 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 		w.c.Spawned++
 	}
 	w.c.SentHome++
-	g.shardFor(t).Requeue(t)
+	g.shardOf(t.home).Requeue(w.itemOf(t))
 	w.pool.idle.notify(g.index)
 }

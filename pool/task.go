@@ -1,6 +1,10 @@
 package pool
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/numapool/numapool/queue"
+)
 
 // task is one unit of work in a queue: what it does, and where it may
 // run. home >= 0 keeps it inside that node group (SubmitToStrict, a loop's
@@ -14,6 +18,42 @@ type task struct {
 	// that ran it may reuse; other tasks are embedded in their job.
 	plain   bool
 	placeIn *group // the group whose shard bound this task holds a place under, until started
+}
+
+// item is how a node's shard holds a task. A plain task that holds no
+// place under the shard bound is kept as its function and home, without
+// its record: a backlog of spawned tasks then costs a shard slot per task
+// and no record, and a Submit from outside allocates nothing. Any other
+// task is kept as its record (t); home is the task's home either way.
+type item struct {
+	t    *task
+	fn   func(*Worker)
+	home int32
+}
+
+// backlog is the length of a node's inject shard from which a full
+// queue's overflow goes there as functions rather than records (push).
+const backlog = 4 * queue.Capacity
+
+// itemOf is the item for t, made by the task running on w (or spilled
+// from w's queue); a plain record is given back for reuse.
+func (w *Worker) itemOf(t *task) item {
+	if t.plain && t.placeIn == nil {
+		it := item{fn: t.job.(fnJob), home: t.home}
+		w.reuse(t)
+		return it
+	}
+	return item{t: t, home: t.home}
+}
+
+// taskOf is the task for it, taken from a shard by w: its record, which
+// gives back its place under the bound, or a plain record made for it.
+func (w *Worker) taskOf(it item) *task {
+	if it.t != nil {
+		it.t.release()
+		return it.t
+	}
+	return w.newTask(it.fn, it.home)
 }
 
 // job is what a task does. Exactly one of run and drop is called, once:

@@ -32,6 +32,7 @@ type Worker struct {
 	id      int
 	cpu     int // the topology CPU the worker is placed on
 	local   *queue.Local[*task]
+	items   []item // a buffer of items moving between the queue and a shard
 	stealer *queue.Stealer[*task]
 	// lifo holds the task spawned last; thieves may take it on their last
 	// pass, so it is atomic.
@@ -130,11 +131,32 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 	w.spawn(w.newTask(fn, -1), inLIFO)
 }
 
-// push appends t to the worker's queue, overflowing to the node's shard.
+// push appends t to the worker's queue. When the queue is full, its
+// older half goes to the node's inject shard. While the shard is short,
+// the tasks go as their records, which the worker that takes them runs
+// as they are; into a backlog, plain records are given back for reuse
+// and the shard keeps their functions (item), so that a backlog of a
+// million tasks holds no million records for the collector to trace.
 func (w *Worker) push(t *task) {
-	if w.local.Push(t, w.group.inject) {
-		w.c.Overflows++
+	spilled := w.local.Push(t)
+	if spilled == nil {
+		return
 	}
+	w.c.Overflows++
+	items := w.items[:0]
+	if w.group.inject.Len() < backlog {
+		for _, t := range spilled {
+			items = append(items, item{t: t, home: t.home})
+		}
+	} else {
+		for _, t := range spilled {
+			items = append(items, w.itemOf(t))
+		}
+	}
+	w.group.inject.Requeue(items...)
+	clear(spilled)
+	clear(items)
+	w.items = items
 }
 
 // wake gives the worker a wake-up token; a second one before it is used
@@ -262,13 +284,12 @@ func (w *Worker) fromPinned() *task {
 	if w.group.pinned.IsEmpty() {
 		return nil
 	}
-	t, ok := w.group.pinned.Pop()
+	it, ok := w.group.pinned.Pop()
 	if !ok {
 		return nil
 	}
-	t.release()
 	w.c.InjectPulls++
-	return t
+	return w.taskOf(it)
 }
 
 // tune sets the fairness interval so that about targetLookEvery of work
@@ -317,22 +338,25 @@ func (w *Worker) fromShard(g *group, n int) *task {
 		}
 		n = min(g.inject.Len()/share+1, w.local.Free()/2)
 	}
-	w.batch = g.inject.PopN(w.batch[:0], max(n, 1))
-	if len(w.batch) == 0 {
+	items := g.inject.PopN(w.items[:0], max(n, 1))
+	if len(items) == 0 {
 		return nil
-	}
-	for _, t := range w.batch {
-		t.release()
 	}
 	if g == w.group {
 		w.c.InjectPulls++
 	} else {
 		w.c.StealsCrossNode++
-		w.c.TasksStolenCrossNode += uint64(len(w.batch))
+		w.c.TasksStolenCrossNode += uint64(len(items))
 	}
-	t := w.batch[0]
-	w.local.PushBatch(w.batch[1:])
-	clear(w.batch)
+	batch := w.batch[:0]
+	for _, it := range items {
+		batch = append(batch, w.taskOf(it))
+	}
+	w.local.PushBatch(batch[1:])
+	t := batch[0]
+	clear(items)
+	clear(batch)
+	w.items, w.batch = items, batch
 	return t
 }
 

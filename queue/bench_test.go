@@ -26,7 +26,7 @@ func BenchmarkLocalPushPop(b *testing.B) {
 	t := &task{}
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Push(t, inj)
+		pushTo(l, t, inj)
 		l.Pop()
 	}
 }
@@ -37,7 +37,7 @@ func BenchmarkLocalPushPopUintptr(b *testing.B) {
 	inj := NewInjectShard[uintptr]()
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Push(1, inj)
+		pushTo(l, 1, inj)
 		l.Pop()
 	}
 }
@@ -100,7 +100,7 @@ func benchSteal(b *testing.B, burst int) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i += burst {
 		for range burst {
-			owner.Push(t, inj)
+			pushTo(owner, t, inj)
 		}
 		if burst == 1 {
 			if i%3 == 0 {

@@ -16,6 +16,12 @@ var ErrClosed = errors.New("queue: inject shard closed")
 // an outside-submission benchmark resizing).
 const segmentSlots = 256
 
+// maxSpares is how many emptied segments a shard keeps for its next
+// growth. A shard that a full ring and its thieves keep filling and
+// draining crosses segment boundaries at both ends; with one spare it
+// still allocated a segment every two (BenchmarkSpawnMany in pool).
+const maxSpares = 4
+
 type segment[T any] struct {
 	slots [segmentSlots]T
 	next  *segment[T]
@@ -26,9 +32,9 @@ type segment[T any] struct {
 // goroutine. The zero value is not usable; call NewInjectShard.
 //
 // The shard is unbounded: a caller that wants back-pressure counts its
-// own tasks (the pool bounds each node's queue itself). Requeue and the
-// overflow of a worker's ring ignore Close: tasks already accepted are
-// never lost.
+// own tasks (the pool bounds each node's queue itself). Requeue, which
+// takes the overflow of a worker's ring too, ignores Close: tasks already
+// accepted are never lost.
 type InjectShard[T any] struct {
 	n atomic.Int64 // number of tasks; read without the lock
 
@@ -37,7 +43,8 @@ type InjectShard[T any] struct {
 	// first; head == tail when they fit in one segment.
 	head, tail  *segment[T]
 	first, last int
-	spare       *segment[T] // one emptied segment kept for the next growth
+	spares      *segment[T] // emptied segments kept for the next growth, linked by next
+	nspares     int
 	closed      bool
 	pushed      uint64 // tasks taken by Push
 }
@@ -74,29 +81,26 @@ func (s *InjectShard[T]) Pushed() uint64 {
 	return s.pushed
 }
 
-// Requeue appends t even after Close: for a task the pool already
-// accepted and moves between shards.
-func (s *InjectShard[T]) Requeue(t T) { s.pushOverflow(nil, t) }
-
-// pushOverflow appends batch then t, even after Close: these tasks were
-// already accepted by a worker's ring.
-func (s *InjectShard[T]) pushOverflow(batch []T, t T) {
+// Requeue appends ts, in order, even after Close: tasks the pool already
+// accepted, which move between shards or out of a full ring.
+func (s *InjectShard[T]) Requeue(ts ...T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, b := range batch {
-		s.append(b)
+	for _, t := range ts {
+		s.append(t)
 	}
-	s.append(t)
 }
 
 // append adds t at the back. s.mu must be held.
 func (s *InjectShard[T]) append(t T) {
 	if s.last == segmentSlots {
-		seg := s.spare
-		if seg == nil {
+		seg := s.spares
+		if seg != nil {
+			s.spares, seg.next = seg.next, nil
+			s.nspares--
+		} else {
 			seg = new(segment[T])
 		}
-		s.spare = nil
 		s.tail.next = seg
 		s.tail, s.last = seg, 0
 	}
@@ -147,8 +151,9 @@ func (s *InjectShard[T]) take() T {
 		done := s.head
 		s.head, s.first = done.next, 0
 		done.next = nil
-		if s.spare == nil {
-			s.spare = done // its slots are all zero again
+		if s.nspares < maxSpares {
+			done.next, s.spares = s.spares, done // its slots are all zero again
+			s.nspares++
 		}
 	}
 	return t

@@ -146,7 +146,7 @@ func TestLinearizable(t *testing.T) {
 				next++
 				rec.do(0, qInput{op: "push", v: v}, func() qOutput {
 					before := inj.Len()
-					owner.Push(v, inj)
+					pushTo(owner, v, inj)
 					return qOutput{moved: inj.Len() - before}
 				})
 			} else {

@@ -61,7 +61,8 @@ func New[T any]() (*Local[T], *Stealer[T]) {
 // must be called by the owning worker only, never concurrently; thieves
 // use the Stealer.
 type Local[T any] struct {
-	r *ring[T]
+	r     *ring[T]
+	spill [Capacity/2 + 1]T // what a full ring's Push hands back
 }
 
 // Stealer is the thieves' handle of a ring. Its methods may be called
@@ -86,12 +87,13 @@ func (l *Local[T]) IsEmpty() bool {
 	return real == l.r.tail.Load()
 }
 
-// Push appends t to the ring. When the ring is full it moves half of it
-// (Capacity/2 tasks, the oldest) and t to inject as one batch, unless a
-// thief is copying tasks out, in which case only t goes to inject. It
-// reports whether anything went to inject. Owner only. inject accepts the
-// tasks even when closed: nothing pushed is ever lost.
-func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
+// Push appends t to the ring. When the ring is full it returns the tasks
+// that the caller must queue elsewhere (a node's inject shard): the
+// oldest half of the ring (Capacity/2 tasks) and t, or only t while a
+// thief is copying tasks out. It returns nil when t went into the ring.
+// The batch is the handle's own buffer: it is valid until the next Push,
+// and the caller may clear it. Owner only.
+func (l *Local[T]) Push(t T) (spilled []T) {
 	r := l.r
 	r.own.enter()
 	for {
@@ -104,26 +106,25 @@ func (l *Local[T]) Push(t T, inject *InjectShard[T]) (overflowed bool) {
 			r.buf[tail&mask] = t
 			r.tail.Store(tail + 1) // release: publishes the slot to thieves
 			r.own.exit()
-			return false
+			return nil
 		case steal != real:
 			// A thief is copying the oldest tasks out: room is coming, but
 			// do not wait for it.
-			inject.pushOverflow(nil, t)
 			r.own.exit()
-			return true
+			return append(l.spill[:0], t)
 		default:
-			if l.pushOverflow(t, real, tail, inject) {
+			if batch, ok := l.takeHalf(real, tail); ok {
 				r.own.exit()
-				return true
+				return append(batch, t)
 			}
 			// A thief claimed tasks meanwhile: there may be room now.
 		}
 	}
 }
 
-// pushOverflow moves the Capacity/2 oldest tasks and t to inject. It
-// fails when a thief moves head first.
-func (l *Local[T]) pushOverflow(t T, head, tail uint32, inject *InjectShard[T]) bool {
+// takeHalf claims the Capacity/2 oldest tasks of a full ring and returns
+// them in l.spill. It fails when a thief moves head first.
+func (l *Local[T]) takeHalf(head, tail uint32) ([]T, bool) {
 	const half = Capacity / 2
 	if tail-head != Capacity {
 		panic("queue: overflow of a ring that is not full")
@@ -132,17 +133,16 @@ func (l *Local[T]) pushOverflow(t T, head, tail uint32, inject *InjectShard[T]) 
 	// Claim the oldest half by moving both steal and real past it. The CAS
 	// fails if a thief claimed (real moved) since the owner loaded head.
 	if !r.head.CompareAndSwap(pack(head, head), pack(head+half, head+half)) {
-		return false
+		return nil, false
 	}
-	batch := make([]T, 0, half+1)
+	batch := l.spill[:0]
 	var zero T
 	for i := range uint32(half) {
 		idx := (head + i) & mask
 		batch = append(batch, r.buf[idx])
 		r.buf[idx] = zero // let the collector have what the task held
 	}
-	inject.pushOverflow(batch, t)
-	return true
+	return batch, true
 }
 
 // PushBatch appends tasks, in order, to the ring. They must fit: the

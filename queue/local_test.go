@@ -34,7 +34,7 @@ func TestFillLevels(t *testing.T) {
 	for round := range 3 {
 		for n := 0; n <= Capacity; n++ {
 			for i := range n {
-				if l.Push(next+i, inj) {
+				if pushTo(l, next+i, inj) {
 					t.Fatalf("round %d: push %d of %d overflowed", round, i, n)
 				}
 			}
@@ -60,7 +60,7 @@ func TestIndexWrap(t *testing.T) {
 	l.r.tail.Store(start)
 	inj := NewInjectShard[int]()
 	for i := range Capacity {
-		l.Push(i, inj)
+		pushTo(l, i, inj)
 	}
 	if inj.Len() != 0 || l.Len() != Capacity {
 		t.Fatalf("Len %d, inject %d", l.Len(), inj.Len())
@@ -74,9 +74,9 @@ func TestOverflowMovesHalfAndTheNewTask(t *testing.T) {
 	l, _ := New[int]()
 	inj := NewInjectShard[int]()
 	for i := range Capacity {
-		l.Push(i, inj)
+		pushTo(l, i, inj)
 	}
-	if !l.Push(Capacity, inj) {
+	if !pushTo(l, Capacity, inj) {
 		t.Fatal("push into a full ring did not overflow")
 	}
 	half := Capacity / 2
@@ -94,7 +94,7 @@ func TestOverflowIgnoresClose(t *testing.T) {
 	inj := NewInjectShard[int]()
 	inj.Close()
 	for i := range Capacity + 1 {
-		l.Push(i, inj)
+		pushTo(l, i, inj)
 	}
 	if inj.Len() != Capacity/2+1 {
 		t.Errorf("inject holds %d, want %d", inj.Len(), Capacity/2+1)
@@ -107,7 +107,7 @@ func TestStealTakesHalfTheOldest(t *testing.T) {
 		dst, _ := New[int]()
 		inj := NewInjectShard[int]()
 		for i := range n {
-			src.Push(i, inj)
+			pushTo(src, i, inj)
 		}
 		v, ok := s.StealInto(dst)
 		want := n - n/2
@@ -136,10 +136,10 @@ func TestStealRefusesWhenThiefMoreThanHalfFull(t *testing.T) {
 	dst, _ := New[int]()
 	inj := NewInjectShard[int]()
 	for i := range 4 {
-		src.Push(i, inj)
+		pushTo(src, i, inj)
 	}
 	for i := range Capacity/2 + 1 {
-		dst.Push(100+i, inj)
+		pushTo(dst, 100+i, inj)
 	}
 	if _, ok := s.StealInto(dst); ok {
 		t.Fatal("stole into a ring more than half full")
@@ -155,7 +155,7 @@ func TestStealRefusesWhileAnotherStealIsInProgress(t *testing.T) {
 	dst, _ := New[int]()
 	inj := NewInjectShard[int]()
 	for i := range 4 {
-		src.Push(i, inj)
+		pushTo(src, i, inj)
 	}
 	// A thief has claimed task 0 and not committed.
 	src.r.head.Store(pack(0, 1))
@@ -177,10 +177,10 @@ func TestOverflowDuringSteal(t *testing.T) {
 	l, _ := New[int]()
 	inj := NewInjectShard[int]()
 	for i := range Capacity {
-		l.Push(i, inj)
+		pushTo(l, i, inj)
 	}
 	l.r.head.Store(pack(0, 2)) // a thief claimed tasks 0 and 1
-	if !l.Push(Capacity, inj) {
+	if !pushTo(l, Capacity, inj) {
 		t.Fatal("push into a full ring did not go to inject")
 	}
 	if got := inj.PopN(nil, 10); !slices.Equal(got, []int{Capacity}) {
@@ -199,7 +199,7 @@ func TestStealDuringOverflow(t *testing.T) {
 	dst, _ := New[int]()
 	inj := NewInjectShard[int]()
 	for i := range Capacity {
-		l.Push(i, inj)
+		pushTo(l, i, inj)
 	}
 	steal, real := unpack(l.r.head.Load())
 	if steal != real {
@@ -209,13 +209,13 @@ func TestStealDuringOverflow(t *testing.T) {
 	if _, ok := s.StealInto(dst); !ok { // the thief wins the race
 		t.Fatal("steal failed")
 	}
-	if l.pushOverflow(Capacity, real, tail, inj) {
+	if _, ok := l.takeHalf(real, tail); ok {
 		t.Fatal("overflow succeeded with a stale head")
 	}
 	if inj.Len() != 0 {
 		t.Fatal("failed overflow moved tasks")
 	}
-	if l.Push(Capacity, inj) || inj.Len() != 0 {
+	if pushTo(l, Capacity, inj) || inj.Len() != 0 {
 		t.Fatal("push after the steal freed room still overflowed")
 	}
 	got := append(drain(dst), drain(l)...)
@@ -230,7 +230,7 @@ func TestStealDuringOverflow(t *testing.T) {
 func TestNotSpuriouslyEmpty(t *testing.T) {
 	l, s := New[int]()
 	inj := NewInjectShard[int]()
-	l.Push(0, inj)
+	pushTo(l, 0, inj)
 	rounds := 200000
 	if testing.Short() {
 		rounds = 20000
@@ -256,7 +256,7 @@ func TestNotSpuriouslyEmpty(t *testing.T) {
 		}()
 	}
 	for i := range rounds {
-		l.Push(i+1, inj)
+		pushTo(l, i+1, inj)
 		if _, ok := l.Pop(); !ok {
 			t.Fatal("owner pop failed")
 		}
@@ -272,12 +272,12 @@ func TestNotSpuriouslyEmpty(t *testing.T) {
 func TestPushBatch(t *testing.T) {
 	l, _ := New[int]()
 	inj := NewInjectShard[int]()
-	l.Push(-1, inj)
+	pushTo(l, -1, inj)
 	l.PushBatch(seq(0, Capacity-1))
 	if got := drain(l); !slices.Equal(got, append([]int{-1}, seq(0, Capacity-1)...)) {
 		t.Fatalf("popped %v", got)
 	}
-	l.Push(0, inj)
+	pushTo(l, 0, inj)
 	defer func() {
 		if recover() == nil {
 			t.Error("PushBatch beyond Free did not panic")
@@ -302,7 +302,7 @@ func TestSlotsAreCleared(t *testing.T) {
 	dst, _ := New[*int]()
 	inj := NewInjectShard[*int]()
 	for range Capacity + 1 {
-		l.Push(new(int), inj)
+		pushTo(l, new(int), inj)
 	}
 	s.StealInto(dst)
 	for {
@@ -315,4 +315,16 @@ func TestSlotsAreCleared(t *testing.T) {
 			t.Fatalf("slot %d still holds a task", i)
 		}
 	}
+}
+
+// pushTo pushes t as a worker does: what a full ring hands back goes to
+// inj. It reports whether anything did.
+func pushTo[T any](l *Local[T], t T, inj *InjectShard[T]) bool {
+	spilled := l.Push(t)
+	if spilled == nil {
+		return false
+	}
+	inj.Requeue(spilled...)
+	clear(spilled)
+	return true
 }

@@ -88,7 +88,7 @@ func TestExactlyOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var batch []int
 	for v := range total {
-		if owner.Push(v, inj) {
+		if pushTo(owner, v, inj) {
 			overflows.Add(1)
 		}
 		switch r := rng.IntN(8); {
@@ -138,10 +138,8 @@ func TestInjectExactlyOnce(t *testing.T) {
 			defer prod.Done()
 			for v := p; v < total; v += producers {
 				switch v % 5 {
-				case 0:
+				case 0, 1:
 					s.Requeue(v)
-				case 1:
-					s.pushOverflow(nil, v)
 				default:
 					if err := s.Push(v); err != nil {
 						t.Errorf("push %d: %v", v, err)
