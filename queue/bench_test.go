@@ -134,6 +134,22 @@ func BenchmarkInjectPushPopN(b *testing.B) {
 	}
 }
 
+// Inject shard in a full ring's shape: the overflow of a ring (half of
+// it and one task) in, a worker's share out; ns/op is per task.
+func BenchmarkInjectOverflowBatch(b *testing.B) {
+	s := NewInjectShard[*task]()
+	batch := make([]*task, Capacity/2+1)
+	for i := range batch {
+		batch[i] = &task{}
+	}
+	buf := make([]*task, 0, len(batch))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += len(batch) {
+		s.Requeue(batch...)
+		buf = s.PopN(buf[:0], len(batch))
+	}
+}
+
 // Baseline: a buffered channel, one send and one receive.
 func BenchmarkChanSendRecv(b *testing.B) {
 	ch := make(chan *task, Capacity)

@@ -69,6 +69,7 @@ func (s *InjectShard[T]) Push(t T) error {
 		return ErrClosed
 	}
 	s.append(t)
+	s.n.Add(1)
 	s.pushed++
 	return nil
 }
@@ -89,9 +90,11 @@ func (s *InjectShard[T]) Requeue(ts ...T) {
 	for _, t := range ts {
 		s.append(t)
 	}
+	s.n.Add(int64(len(ts))) // once: the length's line is read by every searcher
 }
 
-// append adds t at the back. s.mu must be held.
+// append adds t at the back; the caller counts it in n. s.mu must be
+// held.
 func (s *InjectShard[T]) append(t T) {
 	if s.last == segmentSlots {
 		seg := s.spares
@@ -106,7 +109,6 @@ func (s *InjectShard[T]) append(t T) {
 	}
 	s.tail.slots[s.last] = t
 	s.last++
-	s.n.Add(1)
 }
 
 // Pop removes and returns the oldest task.
@@ -120,6 +122,7 @@ func (s *InjectShard[T]) Pop() (T, bool) {
 	if s.n.Load() == 0 {
 		return zero, false
 	}
+	s.n.Add(-1)
 	return s.take(), true
 }
 
@@ -131,19 +134,21 @@ func (s *InjectShard[T]) PopN(dst []T, n int) []T {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := min(n, int(s.n.Load())); k > 0; k-- {
+	k := min(n, int(s.n.Load()))
+	s.n.Add(-int64(k))
+	for range k {
 		dst = append(dst, s.take())
 	}
 	return dst
 }
 
-// take removes the oldest task. s.mu must be held and the shard non-empty.
+// take removes the oldest task; the caller counts it in n. s.mu must be
+// held and the shard non-empty.
 func (s *InjectShard[T]) take() T {
 	var zero T
 	t := s.head.slots[s.first]
 	s.head.slots[s.first] = zero
 	s.first++
-	s.n.Add(-1)
 	switch {
 	case s.head == s.tail && s.first == s.last:
 		s.first, s.last = 0, 0 // empty: start the segment over
