@@ -77,6 +77,45 @@ func BenchmarkSpawnManyGoroutine(b *testing.B) { benchSpawnGoroutine(b, true) }
 
 func BenchmarkSpawnGoroutine(b *testing.B) { benchSpawnGoroutine(b, false) }
 
+// A chain: each task spawns the next, on one worker, with no counter
+// shared between workers: what a spawn and its run cost the pool itself
+// (the benchmarks above add a WaitGroup every task updates, contended by
+// both workers, as their peers' versions do).
+func BenchmarkSpawnChain(b *testing.B) {
+	p := benchPool(b, WithSpec("1x1"))
+	done := make(chan struct{})
+	left := b.N
+	var hop func(w *Worker)
+	hop = func(w *Worker) {
+		if left--; left <= 0 {
+			close(done)
+			return
+		}
+		w.Spawn(hop)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	_ = p.Submit(hop)
+	<-done
+}
+
+// The same chain with a goroutine per task.
+func BenchmarkSpawnChainGoroutine(b *testing.B) {
+	done := make(chan struct{})
+	left := b.N
+	var hop func()
+	hop = func() {
+		if left--; left <= 0 {
+			close(done)
+			return
+		}
+		go hop()
+	}
+	b.ReportAllocs()
+	go hop()
+	<-done
+}
+
 // benchSpawn submits roots that spawn 1000 children each, waiting for each
 // root's children before the next when waitEach.
 func benchSpawn(b *testing.B, waitEach bool) {
