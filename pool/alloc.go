@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/numapool/numapool/pin"
@@ -29,10 +30,21 @@ func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error
 // first-touch pattern). A slice from make may not work so: Go zeroes
 // reused heap memory on the allocating thread, which places the pages
 // there. release frees the slice, which must not be used afterwards. On
-// systems without NUMA placement it returns pin.ErrUnsupported (use make
-// there).
+// systems without NUMA placement (the pool has one node there) it
+// returns a slice from make and a release that does nothing, so a
+// program needs no second path for them; it fails only when the memory
+// cannot be mapped.
 func AllocFirstTouch[T Numeric](n int) (s []T, release func() error, err error) {
-	return mapSlice[T](n, pin.Map)
+	return firstTouch[T](n, pin.Map)
+}
+
+// firstTouch is AllocFirstTouch over mapBytes.
+func firstTouch[T Numeric](n int, mapBytes func(size int) ([]byte, func() error, error)) ([]T, func() error, error) {
+	s, release, err := mapSlice[T](n, mapBytes)
+	if errors.Is(err, pin.ErrUnsupported) {
+		return make([]T, n), func() error { return nil }, nil
+	}
+	return s, release, err
 }
 
 // mapSlice maps memory for n elements of T with mapBytes and returns it

@@ -94,11 +94,12 @@ func ExamplePool_ParallelFor() {
 	// First touch: each node's workers write the block they will process,
 	// so its pages are allocated on that node. (AllocFirstTouch gives
 	// untouched pages; make may hand back heap memory Go already zeroed.)
-	a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
-	if s, release, err := pool.AllocFirstTouch[float64](3 * n); err == nil {
-		defer release()
-		a, b, c = s[:n], s[n:2*n], s[2*n:]
+	s, release, err := pool.AllocFirstTouch[float64](3 * n)
+	if err != nil {
+		panic(err)
 	}
+	defer release()
+	a, b, c := s[:n], s[n:2*n], s[2*n:]
 	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 0, 1, 2

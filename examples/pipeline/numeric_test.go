@@ -2,11 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"testing"
 
-	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
 	"golang.org/x/sync/errgroup"
 )
@@ -22,40 +20,26 @@ const (
 
 // --- numapool: ParallelFor (node blocks, the same on every call) ---
 
-type triadArrays struct {
-	a, b, c []float64
-	release func()
-}
-
-func triadAllocNumapool(p *pool.Pool, n int) (*triadArrays, error) {
-	var t triadArrays
-	var rels []func() error
-	for _, s := range []*[]float64{&t.a, &t.b, &t.c} {
-		x, rel, err := pool.AllocFirstTouch[float64](n)
-		if errors.Is(err, pin.ErrUnsupported) {
-			x, rel = make([]float64, n), func() error { return nil }
-		} else if err != nil {
-			return nil, err
-		}
-		*s, rels = x, append(rels, rel)
+// triadAllocNumapool maps a, b and c untouched and first-touches them with
+// the split every later ParallelFor over n uses.
+func triadAllocNumapool(p *pool.Pool, n int) (a, b, c []float64, release func() error, err error) {
+	s, release, err := pool.AllocFirstTouch[float64](3 * n)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
-	t.release = func() {
-		for _, r := range rels {
-			_ = r()
-		}
-	}
-	err := p.ParallelFor(n, triadGrain, func(_ *pool.Worker, lo, hi int) {
+	a, b, c = s[:n], s[n:2*n], s[2*n:]
+	err = p.ParallelFor(n, triadGrain, func(_ *pool.Worker, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t.a[i], t.b[i], t.c[i] = 0, float64(i%1000), float64(i%7)
+			a[i], b[i], c[i] = 0, float64(i%1000), float64(i%7)
 		}
 	})
-	return &t, err
+	return a, b, c, release, err
 }
 
-func triadNumapool(p *pool.Pool, t *triadArrays, s float64, steps int) error {
+func triadNumapool(p *pool.Pool, a, b, c []float64, s float64, steps int) error {
 	for range steps {
-		err := p.ParallelFor(len(t.a), triadGrain, func(_ *pool.Worker, lo, hi int) {
-			a, b, c := t.a[lo:hi], t.b[lo:hi], t.c[lo:hi]
+		err := p.ParallelFor(len(a), triadGrain, func(_ *pool.Worker, lo, hi int) {
+			a, b, c := a[lo:hi], b[lo:hi], c[lo:hi]
 			for i := range a {
 				a[i] = b[i] + s*c[i]
 			}
@@ -69,17 +53,17 @@ func triadNumapool(p *pool.Pool, t *triadArrays, s float64, steps int) error {
 
 // --- numapool: one strict task per node block, split inside by a Group ---
 
-func triadNodes(p *pool.Pool, t *triadArrays, s float64, steps int) error {
+func triadNodes(p *pool.Pool, a, b, c []float64, s float64, steps int) error {
 	for range steps {
 		var futures []*pool.Future[struct{}]
-		for _, blk := range p.Split(len(t.a)) {
+		for _, blk := range p.Split(len(a)) {
 			node := p.Node(blk.Node).Strict()
 			futures = append(futures, pool.Async(node, func(w *pool.Worker) (struct{}, error) {
 				g := w.Group(context.Background())
 				for lo := blk.Lo; lo < blk.Hi; lo += triadGrain {
 					hi := min(lo+triadGrain, blk.Hi)
 					g.Go(func(*pool.Worker) error {
-						a, b, c := t.a[lo:hi], t.b[lo:hi], t.c[lo:hi]
+						a, b, c := a[lo:hi], b[lo:hi], c[lo:hi]
 						for i := range a {
 							a[i] = b[i] + s*c[i]
 						}
@@ -149,20 +133,20 @@ func checkTriad(t *testing.T, name string, a []float64, s float64) {
 func TestTriad(t *testing.T) {
 	p := newPool(t)
 	const s = 3.0
-	tr, err := triadAllocNumapool(p, triadN)
+	x, y, z, release, err := triadAllocNumapool(p, triadN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.release()
-	if err := triadNumapool(p, tr, s, 2); err != nil {
+	defer release()
+	if err := triadNumapool(p, x, y, z, s, 2); err != nil {
 		t.Fatal(err)
 	}
-	checkTriad(t, "numapool", tr.a, s)
-	clear(tr.a)
-	if err := triadNodes(p, tr, s, 2); err != nil {
+	checkTriad(t, "numapool", x, s)
+	clear(x)
+	if err := triadNodes(p, x, y, z, s, 2); err != nil {
 		t.Fatal(err)
 	}
-	checkTriad(t, "numapool nodes", tr.a, s)
+	checkTriad(t, "numapool nodes", x, s)
 
 	a, b, c := triadAllocErrgroup(triadN)
 	triadErrgroup(a, b, c, s, 2)
@@ -173,17 +157,17 @@ func BenchmarkTriad(b *testing.B) {
 	const s = 3.0
 	for _, v := range []struct {
 		name  string
-		triad func(*pool.Pool, *triadArrays, float64, int) error
+		triad func(p *pool.Pool, a, b, c []float64, s float64, steps int) error
 	}{{"numapool", triadNumapool}, {"numapool-nodes", triadNodes}} {
 		b.Run(v.name, func(b *testing.B) {
 			p := newPool(b)
-			tr, err := triadAllocNumapool(p, triadN)
+			x, y, z, release, err := triadAllocNumapool(p, triadN)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer tr.release()
+			defer func() { _ = release() }()
 			for b.Loop() {
-				if err := v.triad(p, tr, s, triadSteps); err != nil {
+				if err := v.triad(p, x, y, z, s, triadSteps); err != nil {
 					b.Fatal(err)
 				}
 			}
