@@ -118,7 +118,7 @@ func BenchmarkSuite(b *testing.B) {
 	for _, w := range Workloads() {
 		for _, c := range Contenders("") {
 			b.Run(w.Name+"/"+c.Name, func(b *testing.B) {
-				r, err := start(c, w)
+				r, err := start(c)
 				if err != nil {
 					b.Fatal(err)
 				}

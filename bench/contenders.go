@@ -123,19 +123,15 @@ type runner struct {
 	wg      sync.WaitGroup // tasks given to submit
 }
 
-// start starts contender c for workload wl. One numapool pool at a time:
+// start starts contender c. One numapool pool at a time:
 // a second one idle beside it would take a CPU from it under the Active
 // wait policy.
-func start(c Contender, wl Workload) (*runner, error) {
+func start(c Contender) (*runner, error) {
 	r := &runner{c: c, workers: runtime.GOMAXPROCS(0)}
 	var err error
 	switch c.kind {
 	case kindNumapool:
-		opts := c.opts
-		if wl.bounded {
-			opts = append(opts[:len(opts):len(opts)], pool.WithShardBound(256))
-		}
-		r.p, err = pool.New(opts...)
+		r.p, err = pool.New(c.opts...)
 		if err == nil {
 			r.workers = r.p.Workers()
 		}

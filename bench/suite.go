@@ -64,7 +64,7 @@ func Run(cfg Config) ([]Result, error) {
 }
 
 func runOne(wl Workload, c Contender, cfg Config) ([]Result, error) {
-	r, err := start(c, wl)
+	r, err := start(c)
 	if err != nil {
 		return nil, err
 	}
