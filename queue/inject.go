@@ -87,28 +87,39 @@ func (s *InjectShard[T]) Pushed() uint64 {
 func (s *InjectShard[T]) Requeue(ts ...T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range ts {
-		s.append(t)
-	}
 	s.n.Add(int64(len(ts))) // once: the length's line is read by every searcher
+	for len(ts) > 0 {
+		if s.last == segmentSlots {
+			s.grow()
+		}
+		m := copy(s.tail.slots[s.last:], ts) // in bulk: one barrier pass, not one per task
+		s.last += m
+		ts = ts[m:]
+	}
 }
 
 // append adds t at the back; the caller counts it in n. s.mu must be
 // held.
 func (s *InjectShard[T]) append(t T) {
 	if s.last == segmentSlots {
-		seg := s.spares
-		if seg != nil {
-			s.spares, seg.next = seg.next, nil
-			s.nspares--
-		} else {
-			seg = new(segment[T])
-		}
-		s.tail.next = seg
-		s.tail, s.last = seg, 0
+		s.grow()
 	}
 	s.tail.slots[s.last] = t
 	s.last++
+}
+
+// grow links an empty segment, a spare if there is one, after the full
+// tail. s.mu must be held.
+func (s *InjectShard[T]) grow() {
+	seg := s.spares
+	if seg != nil {
+		s.spares, seg.next = seg.next, nil
+		s.nspares--
+	} else {
+		seg = new(segment[T])
+	}
+	s.tail.next = seg
+	s.tail, s.last = seg, 0
 }
 
 // Pop removes and returns the oldest task.
@@ -136,8 +147,17 @@ func (s *InjectShard[T]) PopN(dst []T, n int) []T {
 	defer s.mu.Unlock()
 	k := min(n, int(s.n.Load()))
 	s.n.Add(-int64(k))
-	for range k {
-		dst = append(dst, s.take())
+	for k > 0 {
+		end := segmentSlots
+		if s.head == s.tail {
+			end = s.last
+		}
+		run := s.head.slots[s.first:min(s.first+k, end)]
+		dst = append(dst, run...) // in bulk, as is the clearing
+		clear(run)
+		s.first += len(run)
+		k -= len(run)
+		s.advance()
 	}
 	return dst
 }
@@ -149,6 +169,13 @@ func (s *InjectShard[T]) take() T {
 	t := s.head.slots[s.first]
 	s.head.slots[s.first] = zero
 	s.first++
+	s.advance()
+	return t
+}
+
+// advance moves past the head segment once it is used up, and starts the
+// segment over once the shard is empty. s.mu must be held.
+func (s *InjectShard[T]) advance() {
 	switch {
 	case s.head == s.tail && s.first == s.last:
 		s.first, s.last = 0, 0 // empty: start the segment over
@@ -161,7 +188,6 @@ func (s *InjectShard[T]) take() T {
 			s.nspares++
 		}
 	}
-	return t
 }
 
 // Close makes Push refuse work from now on. Tasks already in the shard
