@@ -135,13 +135,13 @@ func (l *Local[T]) takeHalf(head, tail uint32) ([]T, bool) {
 	if !r.head.CompareAndSwap(pack(head, head), pack(head+half, head+half)) {
 		return nil, false
 	}
-	batch := l.spill[:0]
-	var zero T
-	for i := range uint32(half) {
-		idx := (head + i) & mask
-		batch = append(batch, r.buf[idx])
-		r.buf[idx] = zero // let the collector have what the task held
-	}
+	// Copy out and clear (so the collector may have what the tasks held)
+	// in at most two runs, the ring's end splitting the half.
+	first := r.buf[head&mask : min(head&mask+half, Capacity)]
+	rest := r.buf[:half-len(first)]
+	batch := append(append(l.spill[:0], first...), rest...)
+	clear(first)
+	clear(rest)
 	return batch, true
 }
 
@@ -160,9 +160,8 @@ func (l *Local[T]) PushBatch(tasks []T) {
 	if len(tasks) > Capacity-int(tail-steal) {
 		panic("queue: PushBatch of more tasks than the ring has room for")
 	}
-	for i, t := range tasks {
-		r.buf[(tail+uint32(i))&mask] = t
-	}
+	n := copy(r.buf[tail&mask:], tasks) // in at most two runs
+	copy(r.buf[:], tasks[n:])
 	r.tail.Store(tail + uint32(len(tasks))) // release: publishes the batch
 }
 
