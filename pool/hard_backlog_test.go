@@ -100,6 +100,25 @@ func ledgerTree(l *ledger, id, depth, fanout int, panicky func() bool) func(*Wor
 
 var backlogSpecs = []string{"", "2x2", "4x1", "2x1"}
 
+// submitPlain submits fn from outside the pool in one of five ways, by
+// kind: Submit, SubmitTo node, SubmitToStrict node, TrySubmit, or a
+// strict SubmitCtx that gives up after 200µs.
+func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
+	switch kind {
+	case 0:
+		return p.Submit(fn)
+	case 1:
+		return p.SubmitTo(node, fn)
+	case 2:
+		return p.SubmitToStrict(node, fn)
+	case 3:
+		return p.TrySubmit(fn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
+	defer cancel()
+	return p.Node(node).Strict().SubmitCtx(ctx, fn)
+}
+
 // Huge Spawn backlogs (far beyond backlog) with outside submissions of
 // every plain kind, while Shutdowns with tiny deadlines and a Close race:
 // every accepted task runs at most once, and the ones that did not run
@@ -146,21 +165,7 @@ func TestHardBacklogAbortAccounting(t *testing.T) {
 					}
 					depth := (i + c) % 3
 					fn := ledgerTree(l, id, depth, fanout, panicky)
-					var err error
-					switch (c + i) % 5 {
-					case 0:
-						err = p.Submit(fn)
-					case 1:
-						err = p.SubmitTo(nodes[i%len(nodes)], fn)
-					case 2:
-						err = p.SubmitToStrict(nodes[i%len(nodes)], fn)
-					case 3:
-						err = p.TrySubmit(fn)
-					case 4:
-						ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
-						err = p.Node(nodes[i%len(nodes)]).Strict().SubmitCtx(ctx, fn)
-						cancel()
-					}
+					err := submitPlain(p, (c+i)%5, nodes[i%len(nodes)], fn)
 					if err == nil {
 						l.accepted[id].Store(true)
 						continue
@@ -241,17 +246,7 @@ func TestHardBacklogDrain(t *testing.T) {
 						return
 					}
 					fn := ledgerTree(l, id, (i+c)%3, fanout, nil)
-					var err error
-					switch (c + i) % 4 {
-					case 0:
-						err = p.Submit(fn)
-					case 1:
-						err = p.SubmitTo(nodes[i%len(nodes)], fn)
-					case 2:
-						err = p.SubmitToStrict(nodes[i%len(nodes)], fn)
-					case 3:
-						err = p.TrySubmit(fn)
-					}
+					err := submitPlain(p, (c+i)%4, nodes[i%len(nodes)], fn)
 					if err == nil {
 						l.accepted[id].Store(true)
 					}
