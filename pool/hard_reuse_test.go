@@ -721,13 +721,14 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 // chunk is still mapped once. Node 0's 200 chunks take at least 4 ms
 // even on two workers (twice crossNodeAfter: a node that finishes sooner
 // has no reason to cross), node 1's at least 20 ms, so node 0's helpers
-// reach node 1's block after crossNodeAfter with most of it left.
+// reach node 1's block after crossNodeAfter with most of it left. With
+// other packages' tests running beside it, node 0's threads were once
+// kept off the CPUs until node 1 was done: a run that never crosses is
+// repeated, up to three runs.
 func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 	onEachLayout(t, []string{"2x1", "2x2"}, func(t *testing.T, p *Pool, strict bool) {
-		var pr problems
 		const n = 400
 		blocks := p.Split(n)
-		c := newChunkCheck(n, 1, &pr)
 		slow := func(_ *Worker, lo, _ int) error {
 			if lo >= blocks[1].Lo {
 				spinFor(200 * time.Microsecond)
@@ -736,23 +737,32 @@ func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 			}
 			return nil
 		}
-		bounded(t, "MapReduce", func() {
-			res, err := MapReduce(context.Background(), p, n, 1, c.mapper(slow), combineLists)
-			c.check(res, err, "slow node")
-		})
-		pr.report(t)
-		crossed := 0
-		for k := blocks[1].Lo; k < blocks[1].Hi; k++ {
-			if c.nodeOf[k].Load() == 1 { // group 0, +1
-				crossed++
+		for run := 1; ; run++ {
+			var pr problems
+			c := newChunkCheck(n, 1, &pr)
+			bounded(t, "MapReduce", func() {
+				res, err := MapReduce(context.Background(), p, n, 1, c.mapper(slow), combineLists)
+				c.check(res, err, "slow node")
+			})
+			pr.report(t)
+			crossed := 0
+			for k := blocks[1].Lo; k < blocks[1].Hi; k++ {
+				if c.nodeOf[k].Load() == 1 { // group 0, +1
+					crossed++
+				}
 			}
-		}
-		t.Logf("%d of node 1's %d chunks mapped by node 0", crossed, blocks[1].Hi-blocks[1].Lo)
-		switch {
-		case strict && crossed != 0:
-			t.Errorf("WithStrictLoops: %d of node 1's chunks mapped by node 0", crossed)
-		case !strict && crossed == 0:
-			t.Errorf("node 0 never helped node 1's slow block after crossNodeAfter")
+			t.Logf("run %d: %d of node 1's %d chunks mapped by node 0", run, crossed, blocks[1].Hi-blocks[1].Lo)
+			switch {
+			case strict && crossed != 0:
+				t.Fatalf("WithStrictLoops: %d of node 1's chunks mapped by node 0", crossed)
+			case strict && run < 3:
+				continue // strict: every run must stay put
+			case !strict && crossed == 0 && run < 3:
+				continue
+			case !strict && crossed == 0:
+				t.Errorf("node 0 never helped node 1's slow block after crossNodeAfter, in %d runs", run)
+			}
+			return
 		}
 	})
 }
