@@ -27,7 +27,7 @@ func (p *Pool) queue(t *task) error {
 	if p.state.Load() != running {
 		return ErrClosed
 	}
-	return p.push(context.Background(), p.nextGroup(), item{t: t, home: t.home}, true)
+	return p.push(context.Background(), p.nextGroup(), t.item(), true)
 }
 
 func (p *Pool) poolOf() *Pool { return p }
@@ -47,7 +47,7 @@ func (n Node) queue(t *task) error {
 	if n.p.state.Load() != running {
 		return ErrClosed
 	}
-	return n.p.push(context.Background(), n.g, item{t: t, home: t.home}, true)
+	return n.p.push(context.Background(), n.g, t.item(), true)
 }
 
 func (n Node) poolOf() *Pool { return n.p }

@@ -216,7 +216,7 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	g.mu.Lock()
 	g.fifo = append(g.fifo, gt)
 	g.mu.Unlock()
-	if err := g.pool.push(context.Background(), g.pool.nextGroup(), item{t: &gt.task, home: gt.home}, true); err != nil {
+	if err := g.pool.push(context.Background(), g.pool.nextGroup(), gt.item(), true); err != nil {
 		g.refuse(gt, err)
 	}
 }

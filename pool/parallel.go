@@ -300,7 +300,7 @@ func (s *forState) start(w *Worker, g *group, t *task, k int) {
 		w.spawnTo(g, t) // inside a task: the pool is running this work already
 		return
 	}
-	if err := g.pinned.Push(item{t: t, home: t.home}); err != nil {
+	if err := g.pinned.Push(t.item()); err != nil {
 		s.fail(ErrClosed)
 		s.finish(k)
 		return

@@ -43,8 +43,11 @@ func (w *Worker) itemOf(t *task) item {
 		w.reuse(t)
 		return it
 	}
-	return item{t: t, home: t.home}
+	return t.item()
 }
+
+// item is t queued as its record.
+func (t *task) item() item { return item{t: t, home: t.home} }
 
 // taskOf is the task for it, taken from a shard by w: its record, which
 // gives back its place under the bound, or a plain record made for it.

@@ -146,7 +146,7 @@ func (w *Worker) push(t *task) {
 	items := w.items[:0]
 	if w.group.inject.Len() < backlog {
 		for _, t := range spilled {
-			items = append(items, item{t: t, home: t.home})
+			items = append(items, t.item())
 		}
 	} else {
 		for _, t := range spilled {
