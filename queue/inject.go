@@ -20,6 +20,10 @@ const segmentSlots = 256
 // growth. A shard that a full ring and its thieves keep filling and
 // draining crosses segment boundaries at both ends; with one spare it
 // still allocated a segment every two (BenchmarkSpawnMany in pool).
+// Emptied segments beyond these go to the shard's sync.Pool: a backlog
+// that drains and builds up again (a million tasks spawned, run, spawned)
+// reuses them instead of allocating its whole length anew each time,
+// and the garbage collector frees them once the shard stops needing them.
 const maxSpares = 4
 
 type segment[T any] struct {
@@ -45,6 +49,7 @@ type InjectShard[T any] struct {
 	first, last int
 	spares      *segment[T] // emptied segments kept for the next growth, linked by next
 	nspares     int
+	more        sync.Pool // emptied segments beyond maxSpares: *segment[T]
 	closed      bool
 	pushed      uint64 // tasks taken by Push
 }
@@ -115,6 +120,8 @@ func (s *InjectShard[T]) grow() {
 	if seg != nil {
 		s.spares, seg.next = seg.next, nil
 		s.nspares--
+	} else if v, ok := s.more.Get().(*segment[T]); ok {
+		seg = v
 	} else {
 		seg = new(segment[T])
 	}
@@ -183,9 +190,12 @@ func (s *InjectShard[T]) advance() {
 		done := s.head
 		s.head, s.first = done.next, 0
 		done.next = nil
+		// Its slots are all zero again.
 		if s.nspares < maxSpares {
-			done.next, s.spares = s.spares, done // its slots are all zero again
+			done.next, s.spares = s.spares, done
 			s.nspares++
+		} else {
+			s.more.Put(done)
 		}
 	}
 }
