@@ -37,7 +37,9 @@
 // Results: Run runs a function returning (T, error) on a Target (the
 // pool, a Node, or the calling worker) and waits for it; Async returns a
 // Future to wait on later (Wait, WaitCtx, Done); the generic Join returns
-// both halves' values. MapReduce combines per-chunk results in a fixed
+// both halves' values, and Fork does the same inside a task for two
+// functions that take their input as an argument, allocating nothing when
+// nobody steals the second (the form for fine-grained recursion). MapReduce combines per-chunk results in a fixed
 // order, and PerWorker keeps one padded value per worker. Waiting from
 // inside a task runs other tasks meanwhile, never blocking the worker
 // while work is queued.
@@ -51,10 +53,10 @@
 // Group with active tasks. A panic never leaves a queue half-changed.
 //
 // Panics in tasks: a task's panic is recovered and the worker lives on.
-// Join, Group.Wait, ParallelFor, MapReduce, Run and a Future return it as
-// a *PanicError. A plain task's panic goes to the WithPanicHandler
-// handler; without one, the process fails as it would for an unrecovered
-// panic in a goroutine. Nothing is swallowed.
+// Join, Fork, Group.Wait, ParallelFor, MapReduce, Run and a Future
+// return it as a *PanicError. A plain task's panic goes to the
+// WithPanicHandler handler; without one, the process fails as it would
+// for an unrecovered panic in a goroutine. Nothing is swallowed.
 //
 // Shutdown: Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose threads exit with them.

@@ -63,6 +63,30 @@ func ExampleWorker_Join() {
 	// Output: 75025
 }
 
+// fibFork is fib with Fork: its halves take n as an argument instead of
+// capturing variables, so a Fork nobody steals from allocates nothing.
+func fibFork(w *pool.Worker, n int) int {
+	if n < 10 { // Fork's split costs less than Join's: a lower cutoff pays
+		if n < 2 {
+			return n
+		}
+		return fibFork(w, n-1) + fibFork(w, n-2)
+	}
+	a, b, err := pool.Fork(w, fibFork, n-1, fibFork, n-2)
+	if err != nil {
+		panic(err)
+	}
+	return a + b
+}
+
+func ExampleFork() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	n, _ := pool.Run(p, func(w *pool.Worker) (int, error) { return fibFork(w, 25), nil })
+	fmt.Println(n)
+	// Output: 75025
+}
+
 func ExamplePool_Group() {
 	p, _ := pool.New(pool.WithoutEnv())
 	defer p.Close()

@@ -474,6 +474,36 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		}
 	})
 
+	// The same with Fork: a dropped fb gives ErrAbandoned and its zero
+	// value, and its record is not reused while the shard may hold it.
+	t.Run("Fork", func(t *testing.T) {
+		p := newTestPool(t, WithWorkers(2))
+		release := make(chan struct{})
+		inA := make(chan struct{})
+		var bRan atomic.Int32
+		var forkErr error
+		var rb int
+		joined := make(chan struct{})
+		if err := p.Submit(func(w *Worker) {
+			_, rb, forkErr = Fork(w, func(*Worker, int) int { close(inA); <-release; return 1 }, 0,
+				func(_ *Worker, x int) int { bRan.Add(1); return x }, 7)
+			close(joined)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, inA, hangBound, "Fork's fa starting")
+		shutdownIn(t, p, 20*time.Millisecond, release)
+		waitClosed(t, joined, hangBound, "Fork in a task when Shutdown gave up")
+		switch {
+		case bRan.Load() > 1:
+			t.Errorf("Fork's fb ran %d times", bRan.Load())
+		case bRan.Load() == 1 && (forkErr != nil || rb != 7):
+			t.Errorf("Fork's fb ran, yet Fork = %d, %v", rb, forkErr)
+		case bRan.Load() == 0 && (!errors.Is(forkErr, ErrAbandoned) || rb != 0):
+			t.Errorf("Fork's fb was dropped, yet Fork = %d, %v; want 0 and an error wrapping ErrAbandoned", rb, forkErr)
+		}
+	})
+
 	// A task waits in w.ParallelFor whose other node's block is queued
 	// behind that node's long tasks when the pool gives up: the loop
 	// returns (ErrAbandoned if it did not run every index), and Shutdown
@@ -655,6 +685,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 	}{
 		{"Spawn", func(w *Worker) { w.Spawn(func(*Worker) {}) }},
 		{"Join", func(w *Worker) { _ = w.Join(func(*Worker) {}, func(*Worker) {}) }},
+		{"Fork", func(w *Worker) { _, _, _ = Fork(w, forkIdentity, 1, forkIdentity, 2) }},
 		{"Group", func(w *Worker) { w.Group(context.Background()) }},
 		{"ParallelFor", func(w *Worker) { _ = w.ParallelFor(8, 1, func(*Worker, int, int) {}) }},
 	}

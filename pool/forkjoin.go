@@ -26,23 +26,32 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 		return errors.Join(catch(w, a), catch(w, b))
 	}
 	jt := w.joinTask(b)
-	w.joinSlot.Store(jt)
-	w.spawned(w.group)
-	errA := catch(w, a)
-	if w.joinSlot.CompareAndSwap(jt, nil) {
-		if w.pool.aborted() {
-			w.pool.drop(&jt.task, true) // b never started: Shutdown gave up
-		} else {
-			w.c.TasksRun++ // nobody took b: run it here
-			jt.js.run(w)
-			w.c.Completed++
-		}
-	} else {
-		w.helpUntil(jt.js.done.Load) // a thief runs b: help until it is done
-	}
+	errA := w.join(&jt.task, &jt.js.done, a)
 	err := errors.Join(errA, jt.js.err)
 	w.joinDone(jt) // only now: until b is done a thief may hold the record
 	return err
+}
+
+// join runs a here while bt, the b side of a Join, is offered in the
+// join slot, which must be empty; then it runs b here if nobody took it,
+// and otherwise runs other tasks until the thief sets done. It returns
+// a's error; b's outcome is in bt's job.
+func (w *Worker) join(bt *task, done *atomic.Bool, a func(*Worker)) error {
+	w.joinSlot.Store(bt)
+	w.spawned(w.group)
+	errA := catch(w, a)
+	if w.joinSlot.CompareAndSwap(bt, nil) {
+		if w.pool.aborted() {
+			w.pool.drop(bt, true) // b never started: Shutdown gave up
+		} else {
+			w.c.TasksRun++ // nobody took b: run it here
+			bt.job.run(w)
+			w.c.Completed++
+		}
+	} else {
+		w.helpUntil(done.Load) // a thief runs b: help until it is done
+	}
+	return errA
 }
 
 // The join slot. Each worker has one slot that offers the b side of its
@@ -66,6 +75,8 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 //   - Idle workers see the slot in their search (stealFrom) and in the
 //     last searcher's re-check (wakeForPending), so an offered b wakes a
 //     worker like any task (spawned calls notify).
+//
+// Fork's records (fork.go) follow the same rules.
 //
 // Tests: TestJoinHalfIsStolen (b runs on another worker while a waits
 // for it), TestJoinFib and TestJoinDeep (nested Joins under -race, also

@@ -41,9 +41,21 @@ func benchFib(b *testing.B, cutoff int) {
 	want := fibSeq(n)
 	b.Run("pool", func(b *testing.B) {
 		p := benchPool(b)
+		b.ReportAllocs()
 		for b.Loop() {
 			ch := make(chan int, 1)
 			_ = p.Submit(func(w *Worker) { ch <- fibJoin(w, n, cutoff) })
+			if got := <-ch; got != want {
+				b.Fatal(got)
+			}
+		}
+	})
+	b.Run("fork", func(b *testing.B) {
+		p := benchPool(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			ch := make(chan int, 1)
+			_ = p.Submit(func(w *Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
 			if got := <-ch; got != want {
 				b.Fatal(got)
 			}

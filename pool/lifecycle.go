@@ -307,7 +307,7 @@ func (w *Worker) dropQueued() {
 			p.drop(t, true)
 		}
 		if jt := v.joinSlot.Load(); jt != nil && v.joinSlot.CompareAndSwap(jt, nil) {
-			p.drop(&jt.task, true) // the joiner finds b done, with the cause
+			p.drop(jt, true) // the joiner finds b done, with the cause
 		}
 	}
 	p.dropShards(true)

@@ -38,7 +38,7 @@ type Worker struct {
 	// pass, so it is atomic.
 	lifo atomic.Pointer[task]
 	// joinSlot offers the b side of the outermost pending Join to thieves.
-	joinSlot atomic.Pointer[joinTask]
+	joinSlot atomic.Pointer[task]
 	// handle is the user's Pool while the worker is awake (hold), nil
 	// while it is parked.
 	handle atomic.Pointer[Pool]
@@ -64,6 +64,7 @@ type Worker struct {
 	batch     []*task
 	free      []*task     // plain task records to reuse (newTask)
 	joins     []*joinTask // Join records to reuse (joinTask)
+	forks     []any       // Fork records to reuse, of any Fork's types (forkRecord)
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	keepOff     keepOff  // other groups this worker leaves alone for a while
@@ -460,7 +461,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 	n := uint64(w.local.Len() - before + 1)
 	if !ok {
 		if jt := vw.joinSlot.Load(); jt != nil && vw.joinSlot.CompareAndSwap(jt, nil) {
-			t, ok, n = &jt.task, true, 1
+			t, ok, n = jt, true, 1
 		}
 	}
 	if !ok && lifo && vw.stealer.IsEmpty() {
