@@ -108,15 +108,19 @@ func fibSeq(n int) int {
 	return fibSeq(n-1) + fibSeq(n-2)
 }
 
-func fibJoin(w *pool.Worker, n, cutoff int) int {
-	if n <= cutoff {
-		return fibSeq(n)
+// fibArg is fib's input for Fork: the halves take it as an argument, so
+// a Fork nobody steals from allocates nothing.
+type fibArg struct{ n, cutoff int }
+
+func fibFork(w *pool.Worker, a fibArg) int {
+	if a.n <= a.cutoff {
+		return fibSeq(a.n)
 	}
-	var a, b int
-	if err := w.Join(func(w *pool.Worker) { a = fibJoin(w, n-1, cutoff) }, func(w *pool.Worker) { b = fibJoin(w, n-2, cutoff) }); err != nil {
+	x, y, err := pool.Fork(w, fibFork, fibArg{a.n - 1, a.cutoff}, fibFork, fibArg{a.n - 2, a.cutoff})
+	if err != nil {
 		panic(err)
 	}
-	return a + b
+	return x + y
 }
 
 func fibGo(n, cutoff int) int {
@@ -142,7 +146,7 @@ func runFib(r *runner, s float64, cutoff int) (float64, map[string]float64, erro
 	switch r.c.kind {
 	case kindNumapool:
 		ch := make(chan int)
-		_ = r.p.Submit(func(w *pool.Worker) { ch <- fibJoin(w, n, cutoff) })
+		_ = r.p.Submit(func(w *pool.Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
 		got = <-ch
 	case kindGoroutines:
 		got = fibGo(n, cutoff)
