@@ -148,6 +148,34 @@ func (id *idle) notify(g int) {
 	w.wake()
 }
 
+// wakeMore wakes up to n parked workers of group g, each counted as
+// searching, whatever else searches: for a loop's block queued from
+// outside, whose halves the first worker to take it offers at once. A
+// worker woken by a worker waits for a processor (its goroutine is
+// readied on the waker's, whose thread runs on), so waking the node's
+// workers from the caller starts them side by side instead of one after
+// another.
+func (id *idle) wakeMore(g, n int) {
+	grp := id.p.groups[g]
+	for ; n > 0 && grp.sleeping.Load() > 0; n-- {
+		id.mu.Lock()
+		s := id.sleepers[g]
+		if len(s) == 0 {
+			id.mu.Unlock()
+			return
+		}
+		w := s[len(s)-1]
+		id.sleepers[g] = s[:len(s)-1]
+		grp.sleeping.Add(-1)
+		id.parked[w.id] = false
+		id.searching.Add(1)
+		grp.searching.Add(1)
+		id.unparked.Add(1)
+		id.mu.Unlock()
+		w.wake()
+	}
+}
+
 // toParked registers w as parked. It reports whether w was the last
 // searcher, which must then re-check every queue.
 func (id *idle) toParked(w *Worker, searching bool) (lastSearcher, allParked bool) {

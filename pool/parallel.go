@@ -288,6 +288,11 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
 		s.start(w, g, s.piece(b.Lo, b.Hi, g.index, time.Now(), true), b.Hi-b.Lo)
+		if w == nil {
+			// The block splits at once: wake the node's other workers
+			// from here.
+			p.idle.wakeMore(g.index, min(len(g.workers), (b.Hi-b.Lo)/grain)-1)
+		}
 	}
 	return s.wait(w)
 }

@@ -198,12 +198,14 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{})}, each: each,
 		blocks: make([]padded[chunkBlock], len(p.groups))}
 	var helpers []*task
+	perGroup := make([]int, len(p.groups)) // helpers per group
 	now := time.Now()
 	for i, b := range p.split(chunks) {
 		blk := &l.blocks[i].v
 		blk.next.Store(int64(b.Lo))
 		blk.end, blk.since = int64(b.Hi), now
-		for range min(len(p.groups[i].workers), b.Hi-b.Lo) {
+		perGroup[i] = min(len(p.groups[i].workers), b.Hi-b.Lo)
+		for range perGroup[i] {
 			h := &chunkHelper{task: task{home: int32(i)}, l: l}
 			h.job = h
 			helpers = append(helpers, &h.task)
@@ -212,6 +214,13 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	l.remaining.Store(int64(len(helpers)))
 	for _, t := range helpers {
 		l.start(w, p.groups[t.home], t, 1)
+	}
+	if w == nil {
+		// Each group's first helper wakes a worker, which wakes no
+		// other while it searches: wake the rest from here.
+		for i, n := range perGroup {
+			p.idle.wakeMore(i, n-1)
+		}
 	}
 	return l.wait(w)
 }
