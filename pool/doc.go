@@ -30,7 +30,9 @@
 // ParallelForErr, Split, Stats, Explain, Close, Shutdown, and the
 // descriptions Workers, Nodes, Topology and Binding. Inside a task
 // you hold the *Worker that runs it: Spawn, Join, Group, ParallelFor,
-// ParallelForCtx, ParallelForErr, ID, Node, CPU, Pool. A Group's Go and
+// ParallelForCtx, ParallelForErr, ID, Node, CPU, Pool; SpawnWith and
+// Fork are Spawn and Join for plain functions that take an argument, and
+// allocate nothing per task. A Group's Go and
 // Wait may be called anywhere and do what fits the caller (push and help
 // on a worker, submit and block outside).
 //

@@ -686,6 +686,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 		{"Spawn", func(w *Worker) { w.Spawn(func(*Worker) {}) }},
 		{"Join", func(w *Worker) { _ = w.Join(func(*Worker) {}, func(*Worker) {}) }},
 		{"Fork", func(w *Worker) { _, _, _ = Fork(w, forkIdentity, 1, forkIdentity, 2) }},
+		{"SpawnWith", func(w *Worker) { SpawnWith(w, func(*Worker, int) {}, 1) }},
 		{"Group", func(w *Worker) { w.Group(context.Background()) }},
 		{"ParallelFor", func(w *Worker) { _ = w.ParallelFor(8, 1, func(*Worker, int, int) {}) }},
 	}

@@ -58,3 +58,63 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 	g.shardOf(t.home).Requeue(w.itemOf(t))
 	w.pool.idle.notify(g.index)
 }
+
+// SpawnWith queues fn(w, x) as a task of w's, as w.Spawn(func(w
+// *pool.Worker) { fn(w, x) }) would, but without the closure: with fn a
+// plain function (not a closure), it allocates nothing once the worker
+// has run tasks of the same argument type, whose records it reuses. A
+// closure per task costs an allocation, and a recursion that spawns a
+// million tasks then spends much of its time in the garbage collector,
+// whose phases also take processors from the pool's workers. A panic in
+// fn goes to the pool's panic handler, as Spawn's does. Call it only from
+// a task running on w.
+func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
+	if fn == nil {
+		panic("pool: SpawnWith of a nil function")
+	}
+	w.owner.check("SpawnWith")
+	var t *argTask[X]
+	if n := len(w.args); n > 0 {
+		if r, ok := w.args[n-1].(*argTask[X]); ok {
+			w.args[n-1] = nil
+			w.args = w.args[:n-1]
+			t = r
+		}
+	}
+	if t == nil {
+		t = &argTask[X]{task: task{home: -1}}
+		t.job = t
+	}
+	t.fn, t.x = fn, x
+	w.spawn(&t.task, inLIFO)
+}
+
+// argTask is a task of SpawnWith: fn and its argument in a record of its
+// own, which the worker that runs it keeps for its next SpawnWith of the
+// same type.
+type argTask[X any] struct {
+	task
+	fn func(*Worker, X)
+	x  X
+}
+
+// maxArgTasks bounds a worker's list of SpawnWith records to reuse; a
+// record beyond it goes to the collector.
+const maxArgTasks = 256
+
+// run takes fn and x out of the record and gives it back to w's list
+// before calling fn: no queue or slot refers to a task that is running,
+// and fn's own spawns of the same type then reuse it at once. Worker.run
+// reads only the record's plain flag afterwards, which is never written
+// after the record is made.
+func (t *argTask[X]) run(w *Worker) {
+	fn, x := t.fn, t.x
+	var zero X
+	t.fn, t.x = nil, zero
+	if len(w.args) < maxArgTasks {
+		w.args = append(w.args, t)
+	}
+	w.call(func(w *Worker) { fn(w, x) })
+}
+
+func (t *argTask[X]) drop(error) {} // dropped like a plain task: only counted

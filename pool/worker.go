@@ -65,6 +65,7 @@ type Worker struct {
 	free      []*task     // plain task records to reuse (newTask)
 	joins     []*joinTask // Join records to reuse (joinTask)
 	forks     []any       // Fork records to reuse, of any Fork's types (forkRecord)
+	args      []any       // SpawnWith records to reuse, of any argument type
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	keepOff     keepOff  // other groups this worker leaves alone for a while
