@@ -261,36 +261,40 @@ func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
 			close(done)
 		}
 	}
-	// node visits one tree node and hands each child to spawn.
-	node := func(id uint64, spawn func(child uint64)) {
+	// enter visits one tree node and returns its number of children, which
+	// the caller hands out (utsChild(id, k)) before it calls finish.
+	enter := func(id uint64) int {
 		count.Add(1)
 		utsSink.Add(utsWork(id))
 		kids := utsChildren(id, rootKids)
 		pending.Add(int64(kids))
-		for k := range kids {
-			spawn(utsChild(id, k))
-		}
-		finish()
+		return kids
 	}
 	start := time.Now()
 	switch r.c.kind {
 	case kindNumapool:
+		// SpawnWith passes the child's id without a closure per task.
 		var visit func(w *pool.Worker, id uint64)
 		visit = func(w *pool.Worker, id uint64) {
-			node(id, func(c uint64) { w.Spawn(func(w *pool.Worker) { visit(w, c) }) })
+			for k := range enter(id) {
+				pool.SpawnWith(w, visit, utsChild(id, k))
+			}
+			finish()
 		}
 		pending.Store(1)
 		_ = r.p.Submit(func(w *pool.Worker) { visit(w, 0) })
 	case kindGoroutines, kindPond:
 		var visit func(id uint64)
 		visit = func(id uint64) {
-			node(id, func(c uint64) {
+			for k := range enter(id) {
+				c := utsChild(id, k)
 				if r.c.kind == kindPond {
 					r.pond.Go(func() { visit(c) })
 				} else {
 					go visit(c)
 				}
-			})
+			}
+			finish()
 		}
 		pending.Store(1)
 		go visit(0)
