@@ -291,7 +291,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	head := []string{"workload", "contender", "rep", "value", "unit", "na", "extra",
 		"tasks_run", "spawned", "lifo_hits", "inject_pulls", "steals_in_node", "steals_cross_node",
-		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows", "sent_home"}
+		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows", "sent_home", "spreads"}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -299,11 +299,11 @@ func WriteCSV(w io.Writer, results []Result) error {
 		row := []string{r.Workload, r.Contender, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 6, 64), r.Unit, r.NA, extras(r.Extra)}
 		if s := r.Stats; s != nil {
 			for _, v := range []uint64{s.TasksRun, s.Spawned, s.LIFOHits, s.InjectPulls, s.StealsInNode, s.StealsCrossNode,
-				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows, s.SentHome} {
+				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows, s.SentHome, s.Spreads} {
 				row = append(row, strconv.FormatUint(v, 10))
 			}
 		} else {
-			row = append(row, make([]string, 11)...)
+			row = append(row, make([]string, 12)...)
 		}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -16,18 +16,35 @@ import (
 // numbers in them (x/sys/unix's CPUSet stops at 1024 CPUs).
 var (
 	getAffinity = func() (topology.CPUSet, error) { return topology.ThreadAffinity(0) }
-	setAffinity = func(cpus topology.CPUSet) error {
-		mask := cpus.Mask()
-		if len(mask) == 0 {
-			return unix.EINVAL
-		}
-		_, _, errno := unix.RawSyscall(unix.SYS_SCHED_SETAFFINITY, 0, uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
-		if errno != 0 {
-			return errno
-		}
-		return nil
-	}
+	setAffinity = func(cpus topology.CPUSet) error { return setThreadAffinity(0, cpus) }
 )
+
+// setThreadAffinity sets thread tid's mask (0: the calling thread).
+func setThreadAffinity(tid int, cpus topology.CPUSet) error {
+	mask := cpus.Mask()
+	if len(mask) == 0 {
+		return unix.EINVAL
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_SCHED_SETAFFINITY, uintptr(tid), uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// Aim sets the mask of thread tid, another thread of this process, to
+// cpus: a thread that is about to be woken then runs there at once,
+// instead of where the kernel would queue it (often behind its waker).
+// The thread widens its own mask again with Thread.Set once it runs.
+func Aim(tid int, cpus topology.CPUSet) error {
+	if tid <= 0 {
+		return fmt.Errorf("pin: aim thread %d: %w", tid, unix.ESRCH)
+	}
+	if err := setThreadAffinity(tid, cpus); err != nil {
+		return fmt.Errorf("pin: sched_setaffinity of thread %d to CPUs %s: %w", tid, cpus, err)
+	}
+	return nil
+}
 
 // Thread is the calling goroutine's OS thread, locked and pinned. Its
 // methods must be called from the goroutine that called Lock.

@@ -327,3 +327,55 @@ func TestMapIsAlignedAndUntouched(t *testing.T) {
 		t.Error("Map(0) accepted")
 	}
 }
+
+// Aim sets another thread's mask: a locked thread aimed at one CPU runs
+// there, and its own Set widens the mask again.
+func TestAimBindsAnotherThread(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs")
+	}
+	var all topology.CPUSet
+	for _, c := range cpus {
+		all.Add(c)
+	}
+	tidCh, aimed, done := make(chan int), make(chan struct{}), make(chan error)
+	go func() {
+		th, err := Lock(all)
+		if err != nil {
+			tidCh <- -1
+			done <- err
+			return
+		}
+		defer th.Restore()
+		tidCh <- unix.Gettid()
+		<-aimed
+		cpu, _, err := CurrentCPU()
+		if err == nil && cpu != cpus[1] {
+			err = fmt.Errorf("aimed at CPU %d, runs on %d", cpus[1], cpu)
+		}
+		if err == nil {
+			err = th.Set(all)
+		}
+		done <- err
+	}()
+	tid := <-tidCh
+	if tid < 0 {
+		t.Fatal(<-done)
+	}
+	var one topology.CPUSet
+	one.Add(cpus[1])
+	if err := Aim(tid, one); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := topology.ThreadAffinity(tid); err != nil || !got.Equal(one) {
+		t.Errorf("thread %d's mask after Aim = %s, %v; want %s", tid, got, err, one)
+	}
+	close(aimed)
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	if err := Aim(0, one); err == nil || !strings.Contains(err.Error(), "thread 0") {
+		t.Errorf("Aim(0) = %v, want an error naming thread 0", err)
+	}
+}

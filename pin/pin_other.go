@@ -26,6 +26,9 @@ func Lock(cpus topology.CPUSet) (*Thread, error) {
 	return &Thread{}, nil
 }
 
+// Aim returns ErrUnsupported.
+func Aim(tid int, cpus topology.CPUSet) error { return ErrUnsupported }
+
 // Set returns ErrUnsupported.
 func (th *Thread) Set(cpus topology.CPUSet) error {
 	return fmt.Errorf("%w: cannot bind to CPUs %s on %s", ErrUnsupported, cpus, runtime.GOOS)

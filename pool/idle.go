@@ -145,6 +145,9 @@ func (id *idle) notify(g int) {
 	w.group.searching.Add(1)
 	id.unparked.Add(1)
 	id.mu.Unlock()
+	if id.p.workerOf() != nil {
+		w.aim() // the waker runs on: keep w off its CPU
+	}
 	w.wake()
 }
 

@@ -22,14 +22,15 @@ type Counters struct {
 	Parks                uint64 `json:"parks"`                   // times the worker slept
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
 	SentHome             uint64 `json:"sent_home"`               // tasks that must run on another node, sent back there
+	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
 }
 
-const nCounters = 13
+const nCounters = 14
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
 		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows,
-		&c.SentHome}
+		&c.SentHome, &c.Spreads}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.

@@ -72,10 +72,18 @@ type Worker struct {
 	c           Counters // written by the owner only; published to pub
 	pub         published
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
+	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
 	tid         int             // the worker's OS thread (0 where unknown)
 	owner       ownerID
 	runnable    [1]metrics.Sample // for othersRunnable
 	fromWorker  bool              // the task being started was stolen from a worker
+
+	// Spreading (spread.go): the node's CPUs when the worker may run on
+	// several, the CPU it last found itself on (-1: unknown), and whether
+	// a waker bound it to one CPU (aim).
+	nodeCPUs atomic.Pointer[topology.CPUSet]
+	onCPU    atomic.Int32
+	aimed    atomic.Bool
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
@@ -89,6 +97,7 @@ func newWorker(p *sched, g *group, id, cpu int) *Worker {
 		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
 		interval: uint32(interval), free: make([]*task, 0, 2*freeBatch),
 	}
+	w.onCPU.Store(-1)
 	w.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return w
 }
@@ -184,7 +193,10 @@ func (w *Worker) main(placed chan<- error) {
 		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
 		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
 	} else {
-		w.bound = cpus
+		w.bound, w.thread = cpus, th
+		if cpus.Len() > 1 && w.tid > 0 {
+			w.nodeCPUs.Store(&cpus) // after tid, which aim reads
+		}
 	}
 	placed <- err
 	w.hold()
@@ -521,6 +533,9 @@ func (w *Worker) run(t *task) {
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
+	if w.c.TasksRun%spreadEvery == 0 {
+		w.spread()
+	}
 }
 
 // park sleeps until there is work, and reports false when the worker
@@ -554,11 +569,13 @@ func (w *Worker) park() bool {
 		if !p.idle.isParked(w) {
 			w.searching = true // notify counted this worker as searching
 			w.hold()
+			w.spread()
 			return true
 		}
 		if p.state.Load() == closing {
 			p.idle.unparkSelf(w) // Close woke everyone: look once more
 			w.hold()
+			w.spread()
 			return true
 		}
 		// A stale token: sleep again.

@@ -1,0 +1,122 @@
+package pool
+
+import (
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/topology"
+)
+
+// Spreading. A worker bound to a node of several CPUs (numa_domains) may
+// run on any of them, and the kernel decides which: a thread woken while
+// a worker runs is often queued on that worker's CPU and waits there, or
+// shares it, until the load balancer moves it, which can take
+// milliseconds with another CPU idle all along (fib with a cutoff of 20
+// in the suite: one repetition in five ran at sequential speed, both
+// workers' getcpu(2) reporting the same CPU). So:
+//
+//   - a worker that wakes a parked one first aims it (aim): it binds the
+//     parked worker's thread to one CPU of its node that no awake worker
+//     of the node reported and the waker is not on, so that the kernel
+//     wakes it there. A goroutine outside the pool that wakes a worker
+//     does not: it is about to wait, and on this VM waking a thread on
+//     an idle CPU cost the hand-off 20-30 µs more than on the waker's
+//     (BenchmarkPingPongRunBlock0, p50 16-29 -> 43-47 µs);
+//   - the woken worker, and every worker every spreadEvery tasks, reads
+//     its CPU (spread); it widens its mask to the whole node again if it
+//     was aimed (which leaves it where it is), and if another awake worker
+//     of its node last reported the same CPU, the one with the higher ID
+//     moves to a CPU none reported, the same way.
+//
+// A worker bound to one CPU, or unbound, takes no part. Counted in
+// Counters.Spreads (moves, not aims). Test: TestSpreadSeparatesWorkers.
+
+// spreadEvery is how many tasks a worker runs between two checks of its
+// CPU, besides the check after each wake-up: a getcpu(2) costs about as
+// much as a spawn.
+const spreadEvery = 1024
+
+// spreadable is a worker's node CPUs when it may run on several of them:
+// set once by the worker, before it runs tasks, and read by wakers.
+func (w *Worker) spreadable() topology.CPUSet {
+	if s := w.nodeCPUs.Load(); s != nil {
+		return *s
+	}
+	return topology.CPUSet{}
+}
+
+// othersCPUs returns the CPUs the awake workers of w's node other than w
+// last reported.
+func (w *Worker) othersCPUs() topology.CPUSet {
+	var taken topology.CPUSet
+	for _, o := range w.group.workers {
+		if o == w || o.handle.Load() == nil { // parked: on no CPU
+			continue
+		}
+		if c := int(o.onCPU.Load()); c >= 0 {
+			taken.Add(c)
+		}
+	}
+	return taken
+}
+
+// aim binds parked worker w's thread to a CPU of its node that no awake
+// worker reported and the caller is not on, before the caller, a worker
+// that runs on, wakes it.
+func (w *Worker) aim() {
+	cpus := w.spreadable()
+	if cpus.Len() < 2 {
+		return
+	}
+	taken := w.othersCPUs()
+	if cpu, _, err := pin.CurrentCPU(); err == nil {
+		taken.Add(cpu)
+	}
+	free := cpus.AndNot(taken)
+	if free.IsEmpty() {
+		return
+	}
+	var to topology.CPUSet
+	to.Add(free.First())
+	if pin.Aim(w.tid, to) == nil {
+		w.aimed.Store(true)
+	}
+}
+
+// spread reads w's CPU, widens an aimed worker's mask again and moves w
+// off a CPU it shares with an awake worker of lower ID (see above). Owner
+// only.
+func (w *Worker) spread() {
+	cpus := w.spreadable()
+	if cpus.Len() < 2 {
+		return
+	}
+	if w.aimed.Swap(false) {
+		_ = w.thread.Set(cpus) // stays on the CPU it was woken on
+	}
+	cpu, _, err := pin.CurrentCPU()
+	if err != nil {
+		return
+	}
+	w.onCPU.Store(int32(cpu))
+	shared := false
+	for _, o := range w.group.workers {
+		if o.id < w.id && o.handle.Load() != nil && int(o.onCPU.Load()) == cpu {
+			shared = true
+		}
+	}
+	if !shared {
+		return
+	}
+	free := cpus.AndNot(w.othersCPUs())
+	free.Remove(cpu)
+	if free.IsEmpty() {
+		return // as many awake workers as CPUs: nowhere better
+	}
+	var to topology.CPUSet
+	to.Add(free.First())
+	if w.thread.Set(to) != nil {
+		return
+	}
+	_ = w.thread.Set(cpus) // stays where it was moved to
+	w.onCPU.Store(int32(to.First()))
+	w.c.Spreads++
+}

@@ -1,0 +1,144 @@
+package pool
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/topology"
+)
+
+// twoWideWorkers returns a pool of two workers that may each run on the
+// same two or more CPUs of one node, or skips.
+func twoWideWorkers(t *testing.T, opts ...Option) *Pool {
+	t.Helper()
+	if _, _, err := pin.CurrentCPU(); err != nil {
+		t.Skipf("no getcpu here: %v", err)
+	}
+	p := newTestPool(t, append(opts, WithWorkers(2))...)
+	for _, w := range p.workers {
+		if w.spreadable().Len() < 2 || w.group != p.workers[0].group {
+			p.Close()
+			t.Skipf("worker %d may run on CPUs %s: spreading needs two workers on a node of two CPUs or more", w.id, w.spreadable())
+		}
+	}
+	return p
+}
+
+// onBoth runs fn on both workers of p at once, each with its worker.
+func onBoth(t *testing.T, p *Pool, fn func(w *Worker)) {
+	t.Helper()
+	var started, done sync.WaitGroup
+	started.Add(2)
+	done.Add(2)
+	for range 2 {
+		if err := p.SubmitToStrict(p.workers[0].Node(), func(w *Worker) {
+			defer done.Done()
+			started.Done()
+			started.Wait() // both workers busy: each task has its own
+			fn(w)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, hangBound, "the tasks on both workers", done.Wait)
+}
+
+// Two awake workers on one CPU: the one with the higher ID moves to
+// another CPU of the node when it checks, and can run on the whole node
+// again afterwards.
+func TestSpreadSeparatesWorkers(t *testing.T) {
+	p := twoWideWorkers(t)
+	defer p.Close()
+	cpus := p.workers[0].spreadable()
+	c0 := cpus.First()
+	var one topology.CPUSet
+	one.Add(c0)
+	var w0Ready, w1Done sync.WaitGroup
+	w0Ready.Add(1)
+	w1Done.Add(1)
+	var moved, from, to, spreads int
+	var mask topology.CPUSet
+	onBoth(t, p, func(w *Worker) {
+		if w.id == 0 {
+			if err := w.thread.Set(one); err != nil {
+				t.Error(err)
+			}
+			w.spread() // reports c0; nobody of lower ID to give way to
+			w0Ready.Done()
+			w1Done.Wait() // stays awake on c0 meanwhile
+			return
+		}
+		defer w1Done.Done()
+		w0Ready.Wait()
+		if err := w.thread.Set(one); err != nil {
+			t.Error(err)
+		}
+		before := w.c.Spreads
+		from = c0
+		w.spread()
+		spreads = int(w.c.Spreads - before)
+		to, _, _ = pin.CurrentCPU()
+		mask, _ = topology.ThreadAffinity(0)
+		moved = 1
+	})
+	onBoth(t, p, func(w *Worker) { _ = w.thread.Set(cpus) })
+	if moved != 1 || spreads != 1 || to == from || !cpus.Has(to) || !mask.Equal(cpus) {
+		t.Errorf("worker 1 on CPU %d with worker 0: %d spreads, now on CPU %d with mask %s; want one move to another CPU of %s, mask %s",
+			from, spreads, to, mask, cpus, cpus)
+	}
+}
+
+// A worker about to be woken by another worker is aimed at a CPU of its
+// node that the waker is not on, and once woken runs there with its whole
+// node's mask again.
+func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
+	p := twoWideWorkers(t, WithBlockTime(0))
+	defer p.Close()
+	type seen struct {
+		worker, cpu int
+		mask        topology.CPUSet
+	}
+	var (
+		wakerCPU  int
+		aimedMask topology.CPUSet
+		aimed     bool
+		s         seen
+	)
+	within(t, hangBound, "the waker's task", func() {
+		_ = onWorker(t, p, func(w *Worker) int {
+			other := p.workers[1-w.id]
+			for !p.idle.isParked(other) {
+				runtime.Gosched()
+			}
+			wakerCPU, _, _ = pin.CurrentCPU()
+			other.aim()
+			aimedMask, _ = topology.ThreadAffinity(other.tid)
+			aimed = other.aimed.Load()
+			var ran atomic.Bool
+			w.Spawn(func(w *Worker) { // the other worker takes it: this one spins
+				s.worker = w.id
+				s.cpu, _, _ = pin.CurrentCPU()
+				s.mask, _ = topology.ThreadAffinity(0)
+				ran.Store(true)
+			})
+			for !ran.Load() {
+			}
+			return 0
+		})
+	})
+	cpus := p.workers[0].spreadable()
+	if aimedMask.Len() != 1 || aimedMask.Has(wakerCPU) || !aimed {
+		t.Errorf("aimed worker has mask %s (waker on CPU %d, aimed %v); want one other CPU", aimedMask, wakerCPU, aimed)
+	}
+	if s.cpu == wakerCPU || !s.mask.Equal(cpus) {
+		t.Errorf("the woken worker ran on CPU %d with mask %s (waker on CPU %d); want another CPU, mask %s", s.cpu, s.mask, wakerCPU, cpus)
+	}
+	for _, w := range p.workers {
+		if w.aimed.Load() {
+			t.Errorf("worker %d still marked aimed after its wake-up", w.id)
+		}
+	}
+}
