@@ -446,63 +446,51 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		}
 	})
 
-	// A task waits in Join while the pool gives up: the Join returns;
-	// if b did not run, its error says it was abandoned.
-	t.Run("Join", func(t *testing.T) {
-		p := newTestPool(t, WithWorkers(2))
-		release := make(chan struct{})
-		inA := make(chan struct{})
-		var bRan atomic.Int32
-		var joinErr error
-		joined := make(chan struct{})
-		if err := p.Submit(func(w *Worker) {
-			joinErr = w.Join(func(*Worker) { close(inA); <-release }, func(*Worker) { bRan.Add(1) })
-			close(joined)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		waitClosed(t, inA, hangBound, "Join's a starting")
-		shutdownIn(t, p, 20*time.Millisecond, release)
-		waitClosed(t, joined, hangBound, "Join in a task when Shutdown gave up")
-		switch {
-		case bRan.Load() > 1:
-			t.Errorf("Join's b ran %d times", bRan.Load())
-		case bRan.Load() == 1 && joinErr != nil:
-			t.Errorf("Join's b ran, yet Join = %v", joinErr)
-		case bRan.Load() == 0 && !errors.Is(joinErr, ErrAbandoned):
-			t.Errorf("Join's b was dropped, yet Join = %v; want an error wrapping ErrAbandoned", joinErr)
-		}
-	})
-
-	// The same with Fork: a dropped fb gives ErrAbandoned and its zero
-	// value, and its record is not reused while the shard may hold it.
-	t.Run("Fork", func(t *testing.T) {
-		p := newTestPool(t, WithWorkers(2))
-		release := make(chan struct{})
-		inA := make(chan struct{})
-		var bRan atomic.Int32
-		var forkErr error
-		var rb int
-		joined := make(chan struct{})
-		if err := p.Submit(func(w *Worker) {
-			_, rb, forkErr = Fork(w, func(*Worker, int) int { close(inA); <-release; return 1 }, 0,
-				func(_ *Worker, x int) int { bRan.Add(1); return x }, 7)
-			close(joined)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		waitClosed(t, inA, hangBound, "Fork's fa starting")
-		shutdownIn(t, p, 20*time.Millisecond, release)
-		waitClosed(t, joined, hangBound, "Fork in a task when Shutdown gave up")
-		switch {
-		case bRan.Load() > 1:
-			t.Errorf("Fork's fb ran %d times", bRan.Load())
-		case bRan.Load() == 1 && (forkErr != nil || rb != 7):
-			t.Errorf("Fork's fb ran, yet Fork = %d, %v", rb, forkErr)
-		case bRan.Load() == 0 && (!errors.Is(forkErr, ErrAbandoned) || rb != 0):
-			t.Errorf("Fork's fb was dropped, yet Fork = %d, %v; want 0 and an error wrapping ErrAbandoned", rb, forkErr)
-		}
-	})
+	// A task waits in Join or Fork while the pool gives up: the call
+	// returns; if b did not run, its error says it was abandoned (and
+	// Fork's b value is zero). join runs a, which blocks until release,
+	// and b, which counts itself and gives 7; it returns b's value.
+	for _, c := range []struct {
+		name string
+		join func(w *Worker, a, b func()) (int, error)
+	}{
+		{"Join", func(w *Worker, a, b func()) (int, error) {
+			rb := 0
+			err := w.Join(func(*Worker) { a() }, func(*Worker) { b(); rb = 7 })
+			return rb, err
+		}},
+		{"Fork", func(w *Worker, a, b func()) (int, error) {
+			_, rb, err := Fork(w, func(*Worker, int) int { a(); return 1 }, 0, func(_ *Worker, x int) int { b(); return x }, 7)
+			return rb, err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newTestPool(t, WithWorkers(2))
+			release := make(chan struct{})
+			inA := make(chan struct{})
+			var bRan atomic.Int32
+			var rb int
+			var joinErr error
+			joined := make(chan struct{})
+			if err := p.Submit(func(w *Worker) {
+				rb, joinErr = c.join(w, func() { close(inA); <-release }, func() { bRan.Add(1) })
+				close(joined)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, inA, hangBound, c.name+"'s a starting")
+			shutdownIn(t, p, 20*time.Millisecond, release)
+			waitClosed(t, joined, hangBound, c.name+" in a task when Shutdown gave up")
+			switch {
+			case bRan.Load() > 1:
+				t.Errorf("%s's b ran %d times", c.name, bRan.Load())
+			case bRan.Load() == 1 && (joinErr != nil || rb != 7):
+				t.Errorf("%s's b ran, yet %s = %d, %v", c.name, c.name, rb, joinErr)
+			case bRan.Load() == 0 && (!errors.Is(joinErr, ErrAbandoned) || rb != 0):
+				t.Errorf("%s's b was dropped, yet %s = %d, %v; want 0 and an error wrapping ErrAbandoned", c.name, c.name, rb, joinErr)
+			}
+		})
+	}
 
 	// A task waits in w.ParallelFor whose other node's block is queued
 	// behind that node's long tasks when the pool gives up: the loop

@@ -24,31 +24,6 @@ func fibFork(w *Worker, a fibArg) int {
 	return x + y
 }
 
-// Fork computes fib on one node and on a synthetic 2x2 machine, where
-// its fb halves are stolen within and across nodes.
-func TestForkFib(t *testing.T) {
-	reps := 100
-	if testing.Short() {
-		reps = 10
-	}
-	want := fibSeq(25)
-	for _, spec := range []string{"", "2x2"} {
-		var opts []Option
-		if spec != "" {
-			opts = append(opts, WithSpec(spec))
-		}
-		p := newTestPool(t, opts...)
-		for rep := range reps {
-			if got := onWorker(t, p, func(w *Worker) int { return fibFork(w, fibArg{25, 5}) }); got != want {
-				t.Fatalf("spec %q rep %d: fib(25) = %d, want %d", spec, rep, got, want)
-			}
-		}
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // A Fork that nobody steals from allocates nothing: a fib by Fork on a
 // one-worker pool, after a first call has made the records.
 func TestForkAllocatesNothing(t *testing.T) {

@@ -43,21 +43,32 @@ func onWorker[T any](t *testing.T, p *Pool, fn func(w *Worker) T) T {
 	return <-ch
 }
 
+// Join and Fork compute fib on one node and on a synthetic 2x2 machine,
+// where their b halves are stolen within and across nodes.
 func TestJoinFib(t *testing.T) {
 	reps := 100
 	if testing.Short() {
 		reps = 10
 	}
 	want := fibSeq(25)
+	fibs := []struct {
+		name string
+		fib  func(w *Worker) int
+	}{
+		{"Join", func(w *Worker) int { return fibJoin(w, 25, 5) }},
+		{"Fork", func(w *Worker) int { return fibFork(w, fibArg{25, 5}) }},
+	}
 	for _, spec := range []string{"", "2x2"} {
 		var opts []Option
 		if spec != "" {
 			opts = append(opts, WithSpec(spec))
 		}
 		p := newTestPool(t, opts...)
-		for rep := range reps {
-			if got := onWorker(t, p, func(w *Worker) int { return fibJoin(w, 25, 5) }); got != want {
-				t.Fatalf("spec %q rep %d: fib(25) = %d, want %d", spec, rep, got, want)
+		for _, f := range fibs {
+			for rep := range reps {
+				if got := onWorker(t, p, f.fib); got != want {
+					t.Fatalf("spec %q, %s, rep %d: fib(25) = %d, want %d", spec, f.name, rep, got, want)
+				}
 			}
 		}
 		if err := p.Close(); err != nil {
