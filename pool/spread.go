@@ -76,9 +76,16 @@ func (w *Worker) aim() {
 	}
 	var to topology.CPUSet
 	to.Add(free.First())
-	if pin.Aim(w.tid, to) == nil {
+	// aiming and the worker's ended flag are a Dekker pair: either the
+	// worker, ending, waits for this aim, or this aim sees it ended and
+	// leaves its thread (whose ID may soon be another thread's) alone.
+	if !w.aiming.CompareAndSwap(false, true) {
+		return
+	}
+	if !w.owner.ended.Load() && pin.Aim(w.tid, to) == nil {
 		w.aimed.Store(true)
 	}
+	w.aiming.Store(false)
 }
 
 // spread reads w's CPU, widens an aimed worker's mask again and moves w

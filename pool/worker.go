@@ -84,6 +84,7 @@ type Worker struct {
 	nodeCPUs atomic.Pointer[topology.CPUSet]
 	onCPU    atomic.Int32
 	aimed    atomic.Bool
+	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
@@ -183,7 +184,6 @@ func (w *Worker) wake() {
 func (w *Worker) main(placed chan<- error) {
 	defer w.pool.workerEnded() // after the mask is put back
 	w.owner.set()
-	w.tid = threadID()
 	var th *pin.Thread
 	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
 	if err == nil {
@@ -192,7 +192,9 @@ func (w *Worker) main(placed chan<- error) {
 	if err != nil {
 		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
 		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
-	} else {
+	}
+	w.tid = threadID() // locked now: the thread it keeps
+	if err == nil {
 		w.bound, w.thread = cpus, th
 		if cpus.Len() > 1 && w.tid > 0 {
 			w.nodeCPUs.Store(&cpus) // after tid, which aim reads
@@ -203,6 +205,11 @@ func (w *Worker) main(placed chan<- error) {
 	w.loop()
 	w.publish()
 	w.owner.ended.Store(true)
+	// A waker may be aiming this thread (aim): let it finish before the
+	// thread can end and its ID be given to another thread.
+	for w.aiming.Load() {
+		runtime.Gosched()
+	}
 	if th != nil {
 		_ = th.RestoreMask()
 	}
