@@ -27,7 +27,8 @@ import (
 //     moves to a CPU none reported, the same way.
 //
 // A worker bound to one CPU, or unbound, takes no part. Counted in
-// Counters.Spreads (moves, not aims). Test: TestSpreadSeparatesWorkers.
+// Counters.Spreads (moves, not aims). Tests: TestSpreadSeparatesWorkers,
+// TestAimWakesAWorkerOffTheWakersCPU.
 
 // spreadEvery is how many tasks a worker runs between two checks of its
 // CPU, besides the check after each wake-up: a getcpu(2) costs about as
