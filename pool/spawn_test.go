@@ -106,22 +106,23 @@ func TestSpawnWithAllocatesNothing(t *testing.T) {
 func TestSpawnWithPanicGoesToHandler(t *testing.T) {
 	var handled atomic.Int32
 	var msg atomic.Value
+	var wg sync.WaitGroup
+	wg.Add(10)
 	p := newTestPool(t, WithWorkers(2), WithPanicHandler(func(v any, _ []byte) {
 		handled.Add(1)
 		msg.Store(fmt.Sprint(v))
+		wg.Done() // the panicking task's: only once the handler has it
 	}))
 	defer p.Close()
 	var ran atomic.Int32
-	var wg sync.WaitGroup
-	wg.Add(10)
 	if err := p.Submit(func(w *Worker) {
 		for i := range 10 {
 			SpawnWith(w, func(_ *Worker, i int) {
-				defer wg.Done()
 				if i == 3 {
 					panic(fmt.Sprintf("task %d", i))
 				}
 				ran.Add(1)
+				wg.Done()
 			}, i)
 		}
 	}); err != nil {

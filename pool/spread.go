@@ -14,9 +14,10 @@ import (
 // workers' getcpu(2) reporting the same CPU). So:
 //
 //   - a worker that wakes a parked one first aims it (aim): it binds the
-//     parked worker's thread to one CPU of its node that no awake worker
+//     parked worker's thread to the CPUs of its node that no awake worker
 //     of the node reported and the waker is not on, so that the kernel
-//     wakes it there. A goroutine outside the pool that wakes a worker
+//     wakes it on one of them (all of them, not one: a thread of another
+//     program may hold any one CPU for milliseconds). A goroutine outside the pool that wakes a worker
 //     does not: it is about to wait, and on this VM waking a thread on
 //     an idle CPU cost the hand-off 20-30 µs more than on the waker's
 //     (BenchmarkPingPongRunBlock0, p50 16-29 -> 43-47 µs);
@@ -59,8 +60,8 @@ func (w *Worker) othersCPUs() topology.CPUSet {
 	return taken
 }
 
-// aim binds parked worker w's thread to a CPU of its node that no awake
-// worker reported and the caller is not on, before the caller, a worker
+// aim binds parked worker w's thread to the CPUs of its node that no
+// awake worker reported and the caller is not on, before the caller, a worker
 // that runs on, wakes it.
 func (w *Worker) aim() {
 	cpus := w.spreadable()
@@ -75,15 +76,13 @@ func (w *Worker) aim() {
 	if free.IsEmpty() {
 		return
 	}
-	var to topology.CPUSet
-	to.Add(free.First())
 	// aiming and the worker's ended flag are a Dekker pair: either the
 	// worker, ending, waits for this aim, or this aim sees it ended and
 	// leaves its thread (whose ID may soon be another thread's) alone.
 	if !w.aiming.CompareAndSwap(false, true) {
 		return
 	}
-	if !w.owner.ended.Load() && pin.Aim(w.tid, to) == nil {
+	if !w.owner.ended.Load() && pin.Aim(w.tid, free) == nil {
 		w.aimed.Store(true)
 	}
 	w.aiming.Store(false)
