@@ -9,9 +9,10 @@ import (
 // both values, with a panic in either returned as a *PanicError (both
 // joined if both panic). It is Worker.Join for functions that take their
 // input as an argument rather than capture it, and it allocates nothing
-// when fa and fb are plain functions (not closures) and nobody steals
-// fb: the record that offers fb(xb) to idle workers is reused, and
-// nothing escapes to the heap. Join's closures capture what they write
+// when fa and fb are function values made before (top-level functions,
+// or closures made once, not per call) and nobody steals fb: the record
+// that offers fb(xb) to idle workers is reused, and nothing escapes to
+// the heap. Join's closures capture what they write
 // (its b side is offered to other workers, so the compiler moves it, and
 // what it captures, to the heap): two allocations per Join.
 //

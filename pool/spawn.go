@@ -61,8 +61,9 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 
 // SpawnWith queues fn(w, x) as a task of w's, as w.Spawn(func(w
 // *pool.Worker) { fn(w, x) }) would, but without the closure: with fn a
-// plain function (not a closure), it allocates nothing once the worker
-// has run tasks of the same argument type, whose records it reuses. A
+// function value made before (a top-level function, or a closure made
+// once, not per call), it allocates nothing once the worker has run
+// tasks of the same argument type, whose records it reuses. A
 // closure per task costs an allocation, and a recursion that spawns a
 // million tasks then spends much of its time in the garbage collector,
 // whose phases also take processors from the pool's workers. A panic in
