@@ -20,7 +20,10 @@ import (
 //     nobody searches that will find the task: no searcher of the
 //     task's group, and no searcher at all when the group has no sleeper
 //     to wake. A woken worker starts out searching, so a burst of
-//     submissions wakes one worker, not a crowd.
+//     submissions wakes one worker, not a crowd. The one exception is a
+//     loop queued from outside (wakeMore): it wakes as many of the node's
+//     sleepers as its block can occupy, since the first one splits it at
+//     once. Extra wake-ups only add searchers; they never lose a task.
 //  3. A worker registers as parked (toParked) before it sleeps; if it was
 //     the last searcher it then looks at every queue once more
 //     (wakeForPending) and wakes a worker for what it finds.
