@@ -130,24 +130,14 @@ func (id *idle) notify(g int) {
 	}
 	var w *Worker
 	for _, o := range id.nearest[g] {
-		if s := id.sleepers[o]; len(s) > 0 {
-			w = s[len(s)-1]
-			id.sleepers[o] = s[:len(s)-1]
-			id.p.groups[o].sleeping.Add(-1)
+		if w = id.unparkLocked(o); w != nil {
 			break
 		}
 	}
+	id.mu.Unlock()
 	if w == nil {
-		id.mu.Unlock()
 		return
 	}
-	id.parked[w.id] = false
-	// The woken worker starts out searching (Tokio does the same), so
-	// that more notifications do not wake a crowd.
-	id.searching.Add(1)
-	w.group.searching.Add(1)
-	id.unparked.Add(1)
-	id.mu.Unlock()
 	if id.p.workerOf() != nil {
 		w.aim() // the waker runs on: keep w off its CPU
 	}
@@ -162,24 +152,35 @@ func (id *idle) notify(g int) {
 // workers from the caller starts them side by side instead of one after
 // another.
 func (id *idle) wakeMore(g, n int) {
-	grp := id.p.groups[g]
-	for ; n > 0 && grp.sleeping.Load() > 0; n-- {
+	for ; n > 0 && id.p.groups[g].sleeping.Load() > 0; n-- {
 		id.mu.Lock()
-		s := id.sleepers[g]
-		if len(s) == 0 {
-			id.mu.Unlock()
+		w := id.unparkLocked(g)
+		id.mu.Unlock()
+		if w == nil {
 			return
 		}
-		w := s[len(s)-1]
-		id.sleepers[g] = s[:len(s)-1]
-		grp.sleeping.Add(-1)
-		id.parked[w.id] = false
-		id.searching.Add(1)
-		grp.searching.Add(1)
-		id.unparked.Add(1)
-		id.mu.Unlock()
 		w.wake()
 	}
+}
+
+// unparkLocked takes the worker that parked last in group g off the
+// sleepers' lists, counted as searching and unparked, and returns it for
+// the caller to wake; nil if none of g's workers sleeps. The woken worker
+// starts out searching (Tokio does the same), so that more notifications
+// do not wake a crowd. id.mu must be held.
+func (id *idle) unparkLocked(g int) *Worker {
+	s := id.sleepers[g]
+	if len(s) == 0 {
+		return nil
+	}
+	w := s[len(s)-1]
+	id.sleepers[g] = s[:len(s)-1]
+	id.p.groups[g].sleeping.Add(-1)
+	id.parked[w.id] = false
+	id.searching.Add(1)
+	w.group.searching.Add(1)
+	id.unparked.Add(1)
+	return w
 }
 
 // toParked registers w as parked. It reports whether w was the last
