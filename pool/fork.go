@@ -76,15 +76,10 @@ func (r *forkRec[XB, RB]) drop(cause error) {
 const maxForkRecords = 64
 
 // forkRecord returns a record for a Fork of these types: the worker's
-// last one if it is of them (a recursion forks with the same types at
-// every level), else a new one.
+// last one if it is of them, else a new one.
 func forkRecord[XB, RB any](w *Worker) *forkRec[XB, RB] {
-	if n := len(w.forks); n > 0 {
-		if r, ok := w.forks[n-1].(*forkRec[XB, RB]); ok {
-			w.forks[n-1] = nil
-			w.forks = w.forks[:n-1]
-			return r
-		}
+	if r, ok := recordOf[*forkRec[XB, RB]](&w.forks); ok {
+		return r
 	}
 	r := &forkRec[XB, RB]{task: task{home: -1}}
 	r.job = r
@@ -97,7 +92,5 @@ func forkDone[XB, RB any](w *Worker, r *forkRec[XB, RB]) {
 	var zr RB
 	r.fb, r.xb, r.rb, r.err = nil, zb, zr, nil
 	r.done.Store(false)
-	if len(w.forks) < maxForkRecords {
-		w.forks = append(w.forks, r)
-	}
+	w.forks.keep(r)
 }

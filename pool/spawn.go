@@ -74,15 +74,8 @@ func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
 		panic("pool: SpawnWith of a nil function")
 	}
 	w.owner.check("SpawnWith")
-	var t *argTask[X]
-	if n := len(w.args); n > 0 {
-		if r, ok := w.args[n-1].(*argTask[X]); ok {
-			w.args[n-1] = nil
-			w.args = w.args[:n-1]
-			t = r
-		}
-	}
-	if t == nil {
+	t, ok := recordOf[*argTask[X]](&w.args)
+	if !ok {
 		t = &argTask[X]{task: task{home: -1}}
 		t.job = t
 	}
@@ -112,9 +105,7 @@ func (t *argTask[X]) run(w *Worker) {
 	fn, x := t.fn, t.x
 	var zero X
 	t.fn, t.x = nil, zero
-	if len(w.args) < maxArgTasks {
-		w.args = append(w.args, t)
-	}
+	w.args.keep(t)
 	w.call(func(w *Worker) { fn(w, x) })
 }
 

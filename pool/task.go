@@ -59,6 +59,35 @@ func (w *Worker) taskOf(it item) *task {
 	return w.newTask(it.fn, it.home)
 }
 
+// records is a worker's list of typed records to reuse (Fork's b sides,
+// SpawnWith's tasks), of whatever types it met, up to a bound.
+type records struct {
+	list []any
+	max  int
+}
+
+// recordOf takes the last record off rs if it is an R (a recursion uses
+// the same types at every level); ok reports whether it was.
+func recordOf[R any](rs *records) (r R, ok bool) {
+	n := len(rs.list)
+	if n == 0 {
+		return r, false
+	}
+	if r, ok = rs.list[n-1].(R); ok {
+		rs.list[n-1] = nil
+		rs.list = rs.list[:n-1]
+	}
+	return r, ok
+}
+
+// keep puts a cleared record on rs, or leaves it to the collector when
+// rs is full.
+func (rs *records) keep(r any) {
+	if len(rs.list) < rs.max {
+		rs.list = append(rs.list, r)
+	}
+}
+
 // job is what a task does. Exactly one of run and drop is called, once:
 // run on a worker, or drop when a Shutdown gives up before the task
 // started. Both complete whoever waits for the task.

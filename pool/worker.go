@@ -64,8 +64,8 @@ type Worker struct {
 	batch     []*task
 	free      []*task     // plain task records to reuse (newTask)
 	joins     []*joinTask // Join records to reuse (joinTask)
-	forks     []any       // Fork records to reuse, of any Fork's types (forkRecord)
-	args      []any       // SpawnWith records to reuse, of any argument type
+	forks     records     // Fork records to reuse, of any Fork's types (forkRecord)
+	args      records     // SpawnWith records to reuse, of any argument type
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	keepOff     keepOff  // other groups this worker leaves alone for a while
@@ -97,6 +97,7 @@ func newWorker(p *sched, g *group, id, cpu int) *Worker {
 		pool: p, group: g, id: id, cpu: cpu, local: l, stealer: s,
 		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
 		interval: uint32(interval), free: make([]*task, 0, 2*freeBatch),
+		forks: records{max: maxForkRecords}, args: records{max: maxArgTasks},
 	}
 	w.onCPU.Store(-1)
 	w.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
