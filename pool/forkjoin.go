@@ -72,8 +72,8 @@ func (w *Worker) join(bt *task, done *atomic.Bool, a func(*Worker)) error {
 //     CAS, or wins the current offer.
 //   - A thief that ran b touches only the task part of the record after
 //     setting done, which the owner never rewrites.
-//   - Idle workers see the slot in their search (stealFrom) and in the
-//     last searcher's re-check (wakeForPending), so an offered b wakes a
+//   - Idle workers see the slot in their search (stealFrom) and in a
+//     parker's re-check (wakeForPending), so an offered b wakes a
 //     worker like any task (spawned calls notify).
 //
 // Fork's records (fork.go) follow the same rules.

@@ -24,9 +24,15 @@ import (
 //     loop queued from outside (wakeMore): it wakes as many of the node's
 //     sleepers as its block can occupy, since the first one splits it at
 //     once. Extra wake-ups only add searchers; they never lose a task.
-//  3. A worker registers as parked (toParked) before it sleeps; if it was
-//     the last searcher it then looks at every queue once more
-//     (wakeForPending) and wakes a worker for what it finds.
+//  3. A worker registers as parked (toParked) before it sleeps; if then
+//     nobody searches, it looks at every queue once more (wakeForPending)
+//     and wakes a worker for what it finds. That is the last searcher,
+//     or a worker refused a search (rule 1) whose searchers have all
+//     stopped since: a searcher that stops to run a task it found does
+//     not re-check, so a worker that parks without searching must,
+//     or a task stored meanwhile by a worker that then blocks (Join's b
+//     while its a waits on a channel) would be left with every other
+//     worker asleep.
 //  4. Waking is idempotent: a worker's token channel holds one wake-up,
 //     so a wake-up sent before the worker blocks on it is not lost.
 //
@@ -35,17 +41,19 @@ import (
 // stores the task (an atomic store or read-modify-write: the shard's
 // length, the ring's tail, the slot's pointer) and then loads the
 // counters (searching, unparked, sleeping). The parking side first
-// stores the counters (searching and unparked drop in toParked) and then
-// loads every queue's emptiness (wakeForPending). Go's sync/atomic
-// operations are sequentially consistent (the Go memory model), so in
-// their single total order one side's loads come after the other side's
-// stores: either notify sees the worker parked and no searcher and wakes
-// someone under mu, or the last searcher's re-check sees the task and
-// wakes someone. When notify returns early because a searcher exists,
-// the searching count is not yet zero in that order, and the worker that
-// brings it to zero is by rule 3 a last searcher that re-checks after the
-// task was stored. A plain (non-atomic) flag on either side would break
-// this: the two loads could both miss.
+// stores the counters (unparked drops in toParked, then searching if it
+// searched), loads searching, and if that is zero loads every queue's
+// emptiness (wakeForPending). Go's sync/atomic operations are
+// sequentially consistent (the Go memory model), so in their single
+// total order one side's loads come after the other side's stores:
+// either notify sees the worker parked and no searcher and wakes someone
+// under mu, or the parker's re-check sees the task and wakes someone.
+// When either side sees a searcher instead, the searching count is not
+// yet zero in that order, and the worker that brings it to zero
+// re-checks after the task was stored: by rule 3 if it parks, and in
+// run (queuedAnywhere) if it stopped because it found a task. A plain
+// (non-atomic) flag on either side would break this: the two loads could
+// both miss.
 //
 // Rule 4 covers the window between toParked and the receive on the
 // token channel. The sleepers' lists change only under mu; notify reads
@@ -183,19 +191,22 @@ func (id *idle) unparkLocked(g int) *Worker {
 	return w
 }
 
-// toParked registers w as parked. It reports whether w was the last
-// searcher, which must then re-check every queue.
-func (id *idle) toParked(w *Worker, searching bool) (lastSearcher, allParked bool) {
+// toParked registers w as parked. It reports whether nobody searches
+// once w is parked, in which case w must re-check every queue: whether w
+// was the last searcher, or was refused a search (tryStartSearching)
+// while others searched who have stopped since.
+func (id *idle) toParked(w *Worker, searching bool) (recheck, allParked bool) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	if searching {
-		w.group.searching.Add(-1)
-		lastSearcher = id.searching.Add(-1) == 0
-	}
 	id.parked[w.id] = true
 	id.sleepers[w.group.index] = append(id.sleepers[w.group.index], w)
 	w.group.sleeping.Add(1)
-	return lastSearcher, id.unparked.Add(-1) == 0
+	allParked = id.unparked.Add(-1) == 0 // before searching is read: rule 3
+	if searching {
+		w.group.searching.Add(-1)
+		return id.searching.Add(-1) == 0, allParked
+	}
+	return id.searching.Load() == 0, allParked
 }
 
 // isParked reports whether w is still registered as parked (a wake-up
@@ -233,7 +244,7 @@ func (id *idle) wakeAll() {
 	}
 }
 
-// wakeForPending is what the last searcher does before it sleeps: it
+// wakeForPending is what a parker does when nobody searches (rule 3): it
 // re-checks every queue, LIFO slot and join slot, and wakes a worker for
 // what it finds: one of the node's for a node's pinned work (no other
 // node may run it), one near from's group for the rest. It reports

@@ -555,9 +555,9 @@ func (w *Worker) park() bool {
 	}
 	w.publish()
 	w.handle.Store(nil)
-	last, allParked := p.idle.toParked(w, w.searching)
+	recheck, allParked := p.idle.toParked(w, w.searching)
 	w.searching = false
-	if last {
+	if recheck {
 		p.wakeForPending(w.group)
 	}
 	if allParked && p.state.Load() == closing {
