@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ var (
 	wantCPUs    = flag.Int("vm.cpus", 0, "CPUs per node")
 	wantMemOnly = flag.Int("vm.memonly", 0, "memory-only nodes")
 	wantDist    = flag.String("vm.dist", "", "distances a-b=v,... (others 20, local 10)")
+	hostCPUs    = flag.Int("vm.hostcpus", 0, "CPUs of the host that runs the VM (0: unknown)")
 )
 
 func multiNode(t *testing.T) *topology.Topology {
@@ -326,14 +328,20 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 
 // Soft SubmitTo from one goroutine outside the pool, to the nodes in turn
 // (tasks of 2µs): the submitter shares a CPU with one node's workers, so
-// the other nodes run dry first and take some of that node's tasks. A node
-// that has a searcher of its own is left to it; at least 75% of the tasks
-// run on their node, half with one worker per node. Measured in VMs
-// (figures logged): 2x2 1-13% off node (median 9%; 14-23% without the
-// rule), 2x1 0.4-13%, 4x1 7-36% (four vCPUs on two host CPUs); the tasks
-// that move were queued for 3-70ms behind a worker that the OS or the Go
-// scheduler kept off its CPU. A node with a backlog gets help from idle
-// nodes: at least a twentieth of its tasks run elsewhere.
+// that node falls behind now and then and the others run dry first. The
+// patience rule (pool/soft.go) leaves a node's tasks to it while it keeps
+// up: at least 95% run on their node. Measured in VMs (figures logged),
+// before the rule: 2x2 1-13% off node, 2x1 0.4-13%, 4x1 7-36%; with it:
+// 2x2 0-4.4%, 2x1 0-8.2% (median 0), 4x1 1.9-13.7%. What still moves,
+// moves after the last submission: in a VM a submission costs
+// microseconds, and with one worker per node all of the submitter's CPU
+// time can come out of one node's worker, which then has tens of
+// milliseconds of backlog left when the others run dry, and gets help as
+// any backlog does. So with one worker per node a tenth may move, and
+// a fifth when the VM has more vCPUs than its host has CPUs (-vm.hostcpus),
+// where the host also holds workers off for longer than the patience. A
+// node with a backlog well beyond the patience (100ms of tasks) gets help
+// from idle nodes: at least a twentieth of its tasks run elsewhere.
 func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	multiNode(t)
 	p := newPool(t)
@@ -365,11 +373,12 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	off := nOff.Load()
 	t.Logf("stream of %d soft tasks of 2µs from one outside goroutine (submitted in %v, run in %v): %d (%.2f%%) ran off their node, %d of them after the last submission",
 		n, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), off, 100*float64(off)/n, offLate.Load())
-	limit := 25 // percent off node
+	limit := 5 // percent off node
 	if p.Workers() < 2*len(nodes) {
-		// One worker per node: that worker is often the one the
-		// submitter keeps off its CPU (4x1 VM: 7-36% off).
-		limit = 50
+		limit = 10 // one worker per node: see above
+		if *hostCPUs > 0 && runtime.NumCPU() > *hostCPUs {
+			limit = 20
+		}
 	}
 	if off*100 > int64(limit*n) {
 		t.Errorf("stream of %d soft tasks: %d ran off their node, want at most %d%%", n, off, limit)
@@ -383,16 +392,16 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 			if w.Node() != nodes[0] {
 				elsewhere.Add(1)
 			}
-			spinFor(20 * time.Microsecond)
+			spinFor(50 * time.Microsecond)
 			wg.Done()
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wg.Wait()
-	t.Logf("backlog of %d soft tasks of 20µs on node %d: %d (%.1f%%) ran on other nodes",
+	t.Logf("backlog of %d soft tasks of 50µs on node %d: %d (%.1f%%) ran on other nodes",
 		backlog, nodes[0], elsewhere.Load(), 100*float64(elsewhere.Load())/backlog)
-	if elsewhere.Load()*20 < backlog { // 8-74% measured in 2x2, 2x1 and 4x1 VMs
+	if elsewhere.Load()*20 < backlog {
 		t.Errorf("backlog of %d on node %d: idle nodes ran only %d of its tasks", backlog, nodes[0], elsewhere.Load())
 	}
 }

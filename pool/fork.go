@@ -81,7 +81,7 @@ func forkRecord[XB, RB any](w *Worker) *forkRec[XB, RB] {
 	if r, ok := recordOf[*forkRec[XB, RB]](&w.forks); ok {
 		return r
 	}
-	r := &forkRec[XB, RB]{task: task{home: -1}}
+	r := &forkRec[XB, RB]{task: task{home: noHome}}
 	r.job = r
 	return r
 }

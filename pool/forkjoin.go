@@ -100,7 +100,7 @@ func (w *Worker) joinTask(b func(*Worker)) *joinTask {
 		jt = w.joins[n-1]
 		w.joins = w.joins[:n-1]
 	} else {
-		jt = &joinTask{task: task{home: -1}}
+		jt = &joinTask{task: task{home: noHome}}
 		jt.job = &jt.js
 	}
 	jt.js.b = b
@@ -186,7 +186,7 @@ func (w *Worker) endSearch() {
 	}
 	w.searching = false
 	if w.pool.idle.stopSearching(w.group) {
-		w.pool.wakeForPending(w.group)
+		w.pool.wakeForPending(w.group, nil)
 	}
 }
 

@@ -87,7 +87,7 @@ func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
 	if fn == nil {
 		panic("pool: Async of a nil function")
 	}
-	f := &Future[T]{task: task{home: -1}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
+	f := &Future[T]{task: task{home: noHome}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
 	f.job = f
 	if err := on.queue(&f.task); err != nil {
 		f.finish(*new(T), err)

@@ -202,7 +202,7 @@ func (g *Group) oldest() *groupTask {
 func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	g.pending.Add(1)
 	g.wg.Add(1)
-	gt := &groupTask{task: task{home: -1}, g: g, fn: fn}
+	gt := &groupTask{task: task{home: noHome}, g: g, fn: fn}
 	gt.job = gt
 	if w != nil {
 		w.spawn(&gt.task, atBack)

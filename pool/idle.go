@@ -217,13 +217,15 @@ func (id *idle) isParked(w *Worker) bool {
 	return id.parked[w.id]
 }
 
-// unparkSelf takes w off the sleepers' lists when it leaves park on its own
-// (the pool is stopping).
-func (id *idle) unparkSelf(w *Worker) {
+// unparkSelf takes w off the sleepers' lists when it leaves park on its
+// own (the pool is stopping, or a keep-off ended). It reports false if
+// notify took w off first: w is then counted as searching, and its token
+// is on the way.
+func (id *idle) unparkSelf(w *Worker) bool {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if !id.parked[w.id] {
-		return
+		return false
 	}
 	id.parked[w.id] = false
 	s := id.sleepers[w.group.index]
@@ -235,6 +237,7 @@ func (id *idle) unparkSelf(w *Worker) {
 		}
 	}
 	id.unparked.Add(1)
+	return true
 }
 
 // wakeAll wakes every worker (Close, Shutdown).
@@ -248,8 +251,12 @@ func (id *idle) wakeAll() {
 // re-checks every queue, LIFO slot and join slot, and wakes a worker for
 // what it finds: one of the node's for a node's pinned work (no other
 // node may run it), one near from's group for the rest. It reports
-// whether anything was pending.
-func (p *sched) wakeForPending(from *group) bool {
+// whether anything was pending. A parker passes its keep-off (else nil):
+// it leaves the groups it keeps off out of the re-check, since it looks at
+// them again when the keep-off ends (Worker.sleep); otherwise it would
+// wake itself for their work, leave it alone, park and wake again until
+// then.
+func (p *sched) wakeForPending(from *group, keep *keepOff) bool {
 	pending := false
 	for _, g := range p.groups {
 		if !g.pinned.IsEmpty() {
@@ -257,7 +264,7 @@ func (p *sched) wakeForPending(from *group) bool {
 			pending = true
 		}
 	}
-	if p.stealableWork() {
+	if p.stealableWork(keep) {
 		p.idle.notify(from.index)
 		pending = true
 	}
@@ -265,14 +272,17 @@ func (p *sched) wakeForPending(from *group) bool {
 }
 
 // stealableWork reports whether a task that any worker may take is
-// queued somewhere.
-func (p *sched) stealableWork() bool {
+// queued somewhere, outside the groups keep holds if it is not nil.
+func (p *sched) stealableWork(keep *keepOff) bool {
 	for _, g := range p.groups {
-		if !g.inject.IsEmpty() {
+		if !g.inject.IsEmpty() && (keep == nil || !keep.holds(g.index)) {
 			return true
 		}
 	}
 	for _, w := range p.workers {
+		if keep != nil && keep.holds(w.group.index) {
+			continue
+		}
 		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {
 			return true
 		}

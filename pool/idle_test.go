@@ -48,7 +48,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	}
 	// The refused worker parks as park does.
 	if recheck, _ := id.toParked(refused, false); recheck {
-		p.wakeForPending(refused.group)
+		p.wakeForPending(refused.group, nil)
 	}
 	select {
 	case <-ran:
@@ -58,6 +58,6 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	// The searcher, done with its task, parks too (its goroutine has slept
 	// all along): the counts agree with the goroutines again for Close.
 	if recheck, _ := id.toParked(searcher, false); recheck {
-		p.wakeForPending(searcher.group)
+		p.wakeForPending(searcher.group, nil)
 	}
 }

@@ -198,7 +198,7 @@ func (p *sched) drainIfQuiet(from *group) {
 	quiet := p.idle.unparked.Load() == 0 && !p.queuedAnywhere()
 	p.idle.mu.Unlock()
 	if !quiet {
-		p.wakeForPending(from)
+		p.wakeForPending(from, nil)
 		return
 	}
 	if p.state.CompareAndSwap(closing, drained) {
@@ -214,7 +214,7 @@ func (p *sched) queuedAnywhere() bool {
 			return true
 		}
 	}
-	return p.stealableWork()
+	return p.stealableWork(nil)
 }
 
 // workerEnded is called by each worker as it ends; the last one counts

@@ -7,10 +7,11 @@ import "context"
 // and Join.
 //
 // The preference is soft by default: the task is queued in the node's
-// shard and runs on the node's workers, but when they are busy and
-// another node's workers idle, those may take it. Strict() keeps it on
-// the node: it waits in the node's pinned shard, which other nodes'
-// workers do not read.
+// shard and runs on the node's workers; another node's idle workers take
+// it only when the node lags: none of its workers has made progress for
+// 10ms, or it has more queued than its workers run in 10ms (soft.go).
+// Strict() keeps it on the node: it waits in the node's pinned shard,
+// which other nodes' workers do not read.
 //
 // A Node for an ID the pool has no worker group for returns an error
 // wrapping ErrUnknownNode from every method (Err says so at once).
@@ -77,10 +78,14 @@ func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
 	return n.p.submit(ctx, n.g, fn, n.home(), wait)
 }
 
-// home is the task's home for the node: its group if strict.
+// home is the task's home for the node: its group if strict, else a
+// preference for it when the pool has other nodes.
 func (n Node) home() int32 {
 	if n.strict {
 		return int32(n.g.index)
 	}
-	return -1
+	if len(n.p.groups) > 1 {
+		return preferHome(n.g.index)
+	}
+	return noHome
 }

@@ -171,7 +171,7 @@ type piece struct {
 // piece returns the task for [lo, hi) of group node's block; pinned keeps
 // it on the node.
 func (s *forState) piece(lo, hi, node int, offered time.Time, pinned bool) *task {
-	pc := &piece{task: task{home: -1}, s: s, lo: lo, hi: hi, node: node, offered: offered}
+	pc := &piece{task: task{home: noHome}, s: s, lo: lo, hi: hi, node: node, offered: offered}
 	if pinned {
 		pc.home = int32(node)
 	}

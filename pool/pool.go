@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/numapool/numapool/pin"
@@ -49,6 +50,11 @@ type group struct {
 	crossSearching atomic.Bool
 	searching      atomic.Int32 // the group's workers searching
 	sleeping       atomic.Int32 // the group's workers parked
+	_              [64]byte     // off the line notify reads on every spawn
+	// busyAt is when a worker of the group last showed it keeps up: it
+	// ran a stretch of tasks, or woke for work (soft.go).
+	busyAt    atomic.Int64 // sched.clock
+	taskNanos atomic.Int64 // a worker's mean task time, as last tuned
 }
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any
@@ -76,6 +82,7 @@ type sched struct {
 	order    []int               // Submit's round robin over groups, weighted by size
 	rr       atomic.Uint64
 	degraded []string
+	started  time.Time // the pool's clock starts (clock)
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -109,7 +116,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim,
+	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.groups {
@@ -220,17 +227,17 @@ func (p *Pool) Binding() pin.Binding { return p.cfg.binding }
 // roughly in the order of the calls: each node's shard is a FIFO, from
 // which workers take batches.
 func (p *Pool) Submit(fn func(*Worker)) error {
-	return p.submit(context.Background(), p.nextGroup(), fn, -1, true)
+	return p.submit(context.Background(), p.nextGroup(), fn, noHome, true)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (p *Pool) TrySubmit(fn func(*Worker)) error {
-	return p.submit(context.Background(), p.nextGroup(), fn, -1, false)
+	return p.submit(context.Background(), p.nextGroup(), fn, noHome, false)
 }
 
 // SubmitCtx is Submit that gives up waiting for room when ctx is done.
 func (p *Pool) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
-	return p.submit(ctx, p.nextGroup(), fn, -1, true)
+	return p.submit(ctx, p.nextGroup(), fn, noHome, true)
 }
 
 // SubmitTo is p.Node(node).Submit(fn): fn is queued on that NUMA node

@@ -76,7 +76,7 @@ func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
 	w.owner.check("SpawnWith")
 	t, ok := recordOf[*argTask[X]](&w.args)
 	if !ok {
-		t = &argTask[X]{task: task{home: -1}}
+		t = &argTask[X]{task: task{home: noHome}}
 		t.job = t
 	}
 	t.fn, t.x = fn, x

@@ -21,7 +21,7 @@ type Counters struct {
 	TasksStolenCrossNode uint64 `json:"tasks_stolen_cross_node"` // tasks moved by cross-node steals
 	Parks                uint64 `json:"parks"`                   // times the worker slept
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
-	SentHome             uint64 `json:"sent_home"`               // tasks that must run on another node, sent back there
+	SentHome             uint64 `json:"sent_home"`               // tasks sent back to their node: strict ones, loop pieces, soft ones whose node keeps up
 	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
 }
 

@@ -10,10 +10,12 @@ import (
 // run. home >= 0 keeps it inside that node group (SubmitToStrict, a loop's
 // node block): it is queued in the group's pinned shard, which only the
 // group's workers read, and a worker of another node that gets it anyway
-// (a loop piece) sends it home.
+// (a loop piece) sends it home. noHome lets it run anywhere; a soft
+// SubmitTo's task prefers its group g, with home preferHome(g), below
+// noHome: other nodes leave it to g while g keeps up (soft.go).
 type task struct {
 	job  job
-	home int32 // node group index, or -1
+	home int32 // node group index, noHome, or preferHome(group)
 	// plain marks a record of its own (Submit, Spawn), which the worker
 	// that ran it may reuse; other tasks are embedded in their job.
 	plain   bool

@@ -68,8 +68,9 @@ type Worker struct {
 	args      records     // SpawnWith records to reuse, of any argument type
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
-	keepOff     keepOff  // other groups this worker leaves alone for a while
-	c           Counters // written by the owner only; published to pub
+	keepOff     keepOff     // other groups this worker leaves alone for a while
+	keepTimer   *time.Timer // wakes the parked worker when a keep-off ends
+	c           Counters    // written by the owner only; published to pub
 	pub         published
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
@@ -141,7 +142,7 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 		panic("pool: Spawn of a nil function")
 	}
 	w.owner.check("Spawn")
-	w.spawn(w.newTask(fn, -1), inLIFO)
+	w.spawn(w.newTask(fn, noHome), inLIFO)
 }
 
 // push appends t to the worker's queue. When the queue is full, its
@@ -322,10 +323,14 @@ func (w *Worker) fromPinned() *task {
 // (Tokio's stats.rs measures batches of polls the same way).
 func (w *Worker) tune() {
 	now := time.Now()
+	soft := len(w.pool.groups) > 1 // soft placement reads the group's figures
+	if soft {
+		w.group.busyAt.Store(w.pool.clock(now))
+	}
 	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
 	w.busy, w.busySince, w.sinceLook = 0, now, 0
 	w.lookShard = true
-	if w.pool.cfg.interval > 0 || tasks == 0 {
+	if tasks == 0 {
 		return
 	}
 	mean := float64(elapsed.Nanoseconds()) / float64(tasks)
@@ -333,6 +338,12 @@ func (w *Worker) tune() {
 		w.meanTask = mean
 	} else {
 		w.meanTask = 0.9*w.meanTask + 0.1*mean
+	}
+	if soft {
+		w.group.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
+	}
+	if w.pool.cfg.interval > 0 {
+		return
 	}
 	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
 	w.interval = min(max(n, minInterval), maxInterval)
@@ -463,6 +474,21 @@ func (k *keepOff) look() {
 	}
 }
 
+// next returns when the first hold still running at now ends; zero if
+// none does.
+func (k *keepOff) next(now time.Time) time.Time {
+	var first time.Time
+	if !k.last.After(now) {
+		return first
+	}
+	for _, u := range k.until {
+		if u.After(now) && (first.IsZero() || u.Before(first)) {
+			first = u
+		}
+	}
+	return first
+}
+
 // holds reports whether group g is held as of the last look.
 func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }
 
@@ -508,6 +534,9 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 func (w *Worker) run(t *task) {
 	if t.home >= 0 && int(t.home) != w.group.index {
 		w.sendHome(w.pool.groups[t.home], t, false)
+		return
+	}
+	if t.home < noHome && w.leavesToHome(t) {
 		return
 	}
 	fromWorker := w.fromWorker
@@ -558,7 +587,8 @@ func (w *Worker) park() bool {
 	recheck, allParked := p.idle.toParked(w, w.searching)
 	w.searching = false
 	if recheck {
-		p.wakeForPending(w.group)
+		w.keepOff.look()
+		p.wakeForPending(w.group, &w.keepOff)
 	}
 	if allParked && p.state.Load() == closing {
 		p.drainIfQuiet(w.group)
@@ -568,7 +598,12 @@ func (w *Worker) park() bool {
 			p.idle.unparkSelf(w)
 			return false
 		}
-		<-w.wakeCh
+		if !w.sleep() {
+			// A keep-off ended (soft.go): look at that node again.
+			w.searching = !p.idle.unparkSelf(w)
+			w.hold()
+			return true
+		}
 		w.c.Parks++
 		if p.ending() {
 			p.idle.unparkSelf(w)
@@ -576,6 +611,9 @@ func (w *Worker) park() bool {
 		}
 		if !p.idle.isParked(w) {
 			w.searching = true // notify counted this worker as searching
+			if len(p.groups) > 1 {
+				w.group.busyAt.Store(p.clock(time.Now())) // at it (soft.go)
+			}
 			w.hold()
 			w.spread()
 			return true
@@ -587,6 +625,34 @@ func (w *Worker) park() bool {
 			return true
 		}
 		// A stale token: sleep again.
+	}
+}
+
+// sleep waits for a wake-up token, and reports false if instead a
+// keep-off ended: a worker parked while it keeps off a node would not
+// look at that node again until new work woke it, and a node with a
+// backlog would be left without help.
+func (w *Worker) sleep() bool {
+	var now, until time.Time
+	if !w.keepOff.last.IsZero() {
+		now = time.Now()
+		until = w.keepOff.next(now)
+	}
+	if until.IsZero() {
+		<-w.wakeCh
+		return true
+	}
+	if w.keepTimer == nil {
+		w.keepTimer = time.NewTimer(until.Sub(now))
+	} else {
+		w.keepTimer.Reset(until.Sub(now))
+	}
+	select {
+	case <-w.wakeCh:
+		w.keepTimer.Stop()
+		return true
+	case <-w.keepTimer.C:
+		return false
 	}
 }
 

@@ -204,6 +204,13 @@ func (s *Stealer[T]) IsEmpty() bool {
 	return real == s.r.tail.Load()
 }
 
+// Len returns how many tasks the ring holds at some moment during the
+// call (the owner and thieves may change it meanwhile). Any goroutine.
+func (s *Stealer[T]) Len() int {
+	_, real := unpack(s.r.head.Load())
+	return int(s.r.tail.Load() - real) // tail, read second, is at least real
+}
+
 // StealInto moves half of this ring's tasks (n - n/2 of n, the oldest)
 // into dst, the calling worker's own ring, and returns one of them to run
 // now. It gives up, returning false, when dst is more than half full, when

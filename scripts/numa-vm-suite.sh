@@ -18,7 +18,7 @@ run() { # name, numa-vm options..., --, test flags...
   testflags=("$@")
   local start=$SECONDS
   echo "== numa_test on $name"
-  if scripts/numa-vm.sh --timeout 600 "${vmopts[@]}" "$bin" -test.v "${testflags[@]}" |
+  if scripts/numa-vm.sh --timeout 600 "${vmopts[@]}" "$bin" -test.v -vm.hostcpus "$(nproc)" "${testflags[@]}" |
     grep -vE '^(SeaBIOS|iPXE|Press Ctrl-B|Booting from|\s*$)'; then
     echo "== $name: PASS in $((SECONDS - start)) s"
   else

@@ -1,0 +1,87 @@
+package pool
+
+import "time"
+
+// The soft-placement patience rule. A task submitted to a node without
+// Strict (SubmitTo, Node.Submit, a Future on a Node) prefers that node:
+// its data is likely there. It is queued in the node's inject shard,
+// which other nodes' workers take from once they run dry, and they did
+// whenever the node fell behind for a moment: a worker held off its CPU
+// for a few milliseconds (by a submitter goroutine that shares it, or the
+// Go scheduler's or the kernel's time slice) lets its node's tasks queue
+// up while the other nodes are dry, and moving them gives up the locality
+// asked for to make up a lag the node makes up by itself
+// (TestSoftLocalityOutsideSubmitter: 1-13% of such tasks ran off node in
+// VMs, up to 36% with one worker per node).
+//
+// So a worker that gets a task preferring another node runs it only if
+// that node lags: none of its workers ran a stretch of tasks (tune) or
+// woke for work within softPatience (group.busyAt), or it has more queued
+// than its workers run in softPatience (ahead: a backlog, which idle nodes
+// help with). Otherwise it sends the task home and keeps off the node
+// (keepOff) until the node would have been quiet for softPatience. A
+// worker that parks while it keeps off a node leaves that node's queues
+// out of its last look (wakeForPending) and wakes by itself when the
+// keep-off ends (Worker.sleep), so a node that stops keeping up gets help
+// within softPatience. Loop pieces have the same rule by their age
+// (parallel.go).
+//
+// softPatience is tuned by measurement (numa_test's stream, 2x1 VM, 3
+// runs each): 2ms moved 4.2-8.8% of the tasks, 5ms 1.9-6.2%, 10ms 0-2.4%,
+// 20ms 0-4.0%. It is about the Go scheduler's time slice (a goroutine is
+// preempted after 10ms). The backlog bound is the same: at twice that, a
+// 2x2 VM's backlog of 20ms per worker got almost no help (0-7.8% of it).
+//
+// Tests: TestSoftTaskWaitsForItsBusyNode (a node that keeps up keeps its
+// tasks; a backlog and a stalled node get help), and
+// TestSoftLocalityOutsideSubmitter in numa_test.
+const softPatience = 10 * time.Millisecond
+
+// softLookEvery bounds a keep-off for soft tasks: a worker looks at a node
+// that keeps up at least this often.
+const softLookEvery = softPatience / 4
+
+// preferHome is the home of a task that prefers group g.
+func preferHome(g int) int32 { return noHome - 1 - int32(g) }
+
+// noHome is the home of a task that may run anywhere.
+const noHome = -1
+
+// leavesToHome sends t, which prefers another group (t.home < noHome),
+// home if that group keeps up, and keeps w off it meanwhile; it reports
+// whether it did.
+func (w *Worker) leavesToHome(t *task) bool {
+	g := w.pool.groups[noHome-1-t.home]
+	if g == w.group {
+		return false
+	}
+	now := time.Now()
+	quiet := time.Duration(w.pool.clock(now) - g.busyAt.Load())
+	if quiet >= softPatience {
+		return false // the node lags: help it
+	}
+	if g.ahead() >= softPatience {
+		return false // more queued than the node can run within the patience: help it
+	}
+	w.sendHome(g, t, false)
+	// Look again when the node may have been quiet for the patience, or
+	// sooner: its backlog may outgrow it (more work, or its tasks turn out
+	// longer than the last mean said).
+	w.keepOff.hold(g.index, len(w.pool.groups), now.Add(min(softPatience-quiet, softLookEvery)))
+	return true
+}
+
+// clock is t as the pool's clock: nanoseconds since the pool started, on
+// the monotonic clock.
+func (p *sched) clock(t time.Time) int64 { return int64(t.Sub(p.started)) }
+
+// ahead estimates how long g's workers need for the tasks queued in g:
+// its inject shard and their run queues, at the mean time of the tasks
+// one of them ran last.
+func (g *group) ahead() time.Duration {
+	queued := g.inject.Len()
+	for _, o := range g.workers {
+		queued += o.stealer.Len()
+	}
+	return time.Duration(int64(queued) * g.taskNanos.Load() / int64(len(g.workers)))
+}

@@ -1,0 +1,127 @@
+package pool
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// feedNode keeps node's workers busy with a chain of strict 20µs tasks,
+// so that the node keeps up with what else it gets, until the returned
+// stop is called.
+func feedNode(t *testing.T, p *Pool, node int) (stop func()) {
+	t.Helper()
+	var stopped atomic.Bool
+	done := make(chan struct{})
+	var link func(*Worker)
+	link = func(*Worker) {
+		spinFor(20 * time.Microsecond)
+		if stopped.Load() {
+			close(done)
+			return
+		}
+		if err := p.SubmitToStrict(node, link); err != nil {
+			panic(err)
+		}
+	}
+	if err := p.SubmitToStrict(node, link); err != nil {
+		t.Fatal(err)
+	}
+	return func() { stopped.Store(true); <-done }
+}
+
+// Soft tasks for a node that keeps up run there, though another node is
+// idle; a node with more queued than it runs within the patience, or
+// whose workers stall past it, gets help (soft.go).
+func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	busy, idle := p.Nodes()[0], p.Nodes()[1]
+
+	t.Run("keeps up", func(t *testing.T) {
+		stop := feedNode(t, p, busy)
+		defer stop()
+		time.Sleep(20 * time.Millisecond) // the node has shown it keeps up
+		const n = 300
+		var off atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(n)
+		for range n {
+			if err := p.SubmitTo(busy, func(w *Worker) {
+				if w.Node() != busy {
+					off.Add(1)
+				}
+				spinFor(20 * time.Microsecond)
+				wg.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		wg.Wait()
+		t.Logf("%d of %d soft tasks for a busy node that keeps up ran on the idle node", off.Load(), n)
+		if off.Load()*10 > n {
+			t.Errorf("%d of %d soft tasks for a node that keeps up ran on another node", off.Load(), n)
+		}
+	})
+
+	t.Run("backlog", func(t *testing.T) {
+		stop := feedNode(t, p, busy)
+		defer stop()
+		time.Sleep(20 * time.Millisecond)
+		const n = 400 // 100µs each: 40 ms of work for one worker
+		var off atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(n)
+		for range n {
+			if err := p.SubmitTo(busy, func(w *Worker) {
+				if w.Node() != busy {
+					off.Add(1)
+				}
+				spinFor(100 * time.Microsecond)
+				wg.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		t.Logf("%d of a backlog of %d soft tasks of 100µs ran on the idle node", off.Load(), n)
+		if off.Load()*20 < n {
+			t.Errorf("the idle node ran only %d of a backlog of %d soft tasks", off.Load(), n)
+		}
+	})
+
+	t.Run("stalled", func(t *testing.T) {
+		release := make(chan struct{})
+		blocked := make(chan struct{})
+		if err := p.SubmitToStrict(busy, func(*Worker) { close(blocked); <-release }); err != nil {
+			t.Fatal(err)
+		}
+		defer close(release)
+		<-blocked
+		const n = 20
+		var wg sync.WaitGroup
+		wg.Add(n)
+		var on atomic.Int64
+		start := time.Now()
+		for range n {
+			if err := p.SubmitTo(busy, func(w *Worker) {
+				if w.Node() == idle {
+					on.Add(1)
+				}
+				wg.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ran := make(chan struct{})
+		go func() { wg.Wait(); close(ran) }()
+		select {
+		case <-ran:
+			t.Logf("a stalled node's %d soft tasks ran on the idle node after %v", on.Load(), time.Since(start).Round(time.Millisecond))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("soft tasks for a stalled node waited 5 s with another node idle (%d of %d ran)", on.Load(), n)
+		}
+	})
+}
