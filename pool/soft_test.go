@@ -31,6 +31,35 @@ func feedNode(t *testing.T, p *Pool, node int) (stop func()) {
 	return func() { stopped.Store(true); <-done }
 }
 
+// softStream submits n soft tasks of d each to node, which feedNode keeps
+// busy, with gap between submissions, waits for them and returns how many
+// ran on another node.
+func softStream(t *testing.T, p *Pool, node, n int, d, gap time.Duration) int {
+	t.Helper()
+	stop := feedNode(t, p, node)
+	defer stop()
+	time.Sleep(20 * time.Millisecond) // the node has shown it keeps up
+	var off atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		if err := p.SubmitTo(node, func(w *Worker) {
+			if w.Node() != node {
+				off.Add(1)
+			}
+			spinFor(d)
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+	}
+	wg.Wait()
+	return int(off.Load())
+}
+
 // Soft tasks for a node that keeps up run there, though another node is
 // idle; a node with more queued than it runs within the patience, or
 // whose workers stall past it, gets help (soft.go).
@@ -40,55 +69,20 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 	busy, idle := p.Nodes()[0], p.Nodes()[1]
 
 	t.Run("keeps up", func(t *testing.T) {
-		stop := feedNode(t, p, busy)
-		defer stop()
-		time.Sleep(20 * time.Millisecond) // the node has shown it keeps up
 		const n = 300
-		var off atomic.Int64
-		var wg sync.WaitGroup
-		wg.Add(n)
-		for range n {
-			if err := p.SubmitTo(busy, func(w *Worker) {
-				if w.Node() != busy {
-					off.Add(1)
-				}
-				spinFor(20 * time.Microsecond)
-				wg.Done()
-			}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		wg.Wait()
-		t.Logf("%d of %d soft tasks for a busy node that keeps up ran on the idle node", off.Load(), n)
-		if off.Load()*10 > n {
-			t.Errorf("%d of %d soft tasks for a node that keeps up ran on another node", off.Load(), n)
+		off := softStream(t, p, busy, n, 20*time.Microsecond, 100*time.Microsecond)
+		t.Logf("%d of %d soft tasks for a busy node that keeps up ran on the idle node", off, n)
+		if off*10 > n {
+			t.Errorf("%d of %d soft tasks for a node that keeps up ran on another node", off, n)
 		}
 	})
 
 	t.Run("backlog", func(t *testing.T) {
-		stop := feedNode(t, p, busy)
-		defer stop()
-		time.Sleep(20 * time.Millisecond)
-		const n = 400 // 100µs each: 40 ms of work for one worker
-		var off atomic.Int64
-		var wg sync.WaitGroup
-		wg.Add(n)
-		for range n {
-			if err := p.SubmitTo(busy, func(w *Worker) {
-				if w.Node() != busy {
-					off.Add(1)
-				}
-				spinFor(100 * time.Microsecond)
-				wg.Done()
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		wg.Wait()
-		t.Logf("%d of a backlog of %d soft tasks of 100µs ran on the idle node", off.Load(), n)
-		if off.Load()*20 < n {
-			t.Errorf("the idle node ran only %d of a backlog of %d soft tasks", off.Load(), n)
+		const n = 400 // 100µs each, at once: 40 ms of work for one worker
+		off := softStream(t, p, busy, n, 100*time.Microsecond, 0)
+		t.Logf("%d of a backlog of %d soft tasks of 100µs ran on the idle node", off, n)
+		if off*20 < n {
+			t.Errorf("the idle node ran only %d of a backlog of %d soft tasks", off, n)
 		}
 	})
 
