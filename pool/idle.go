@@ -26,7 +26,11 @@ import (
 //     once. Extra wake-ups only add searchers; they never lose a task.
 //  3. A worker registers as parked (toParked) before it sleeps; if then
 //     nobody searches, it looks at every queue once more (wakeForPending)
-//     and wakes a worker for what it finds. That is the last searcher,
+//     and wakes a worker for what it finds. A worker that keeps off a
+//     node for a while (a loop piece or a soft task it sent home) looks
+//     at that node's queues only after the keep-off, a few milliseconds
+//     at most: it wakes by itself then (Worker.sleep), and meanwhile
+//     wakes one of that node's own sleepers for its shard's work. That is the last searcher,
 //     or a worker refused a search (rule 1) whose searchers have all
 //     stopped since: a searcher that stops to run a task it found does
 //     not re-check, so a worker that parks without searching must,
@@ -51,7 +55,10 @@ import (
 // When either side sees a searcher instead, the searching count is not
 // yet zero in that order, and the worker that brings it to zero
 // re-checks after the task was stored: by rule 3 if it parks, and in
-// run (queuedAnywhere) if it stopped because it found a task. A plain
+// run (queuedAnywhere) if it stopped because it found a task. (A parker
+// that keeps off the task's group wakes one of the group's sleepers for it
+// or looks again when the keep-off ends: the task waits at most that
+// long.) A plain
 // (non-atomic) flag on either side would break this: the two loads could
 // both miss.
 //
@@ -252,15 +259,20 @@ func (id *idle) wakeAll() {
 // what it finds: one of the node's for a node's pinned work (no other
 // node may run it), one near from's group for the rest. It reports
 // whether anything was pending. A parker passes its keep-off (else nil):
-// it leaves the groups it keeps off out of the re-check, since it looks at
-// them again when the keep-off ends (Worker.sleep); otherwise it would
-// wake itself for their work, leave it alone, park and wake again until
-// then.
+// for the groups it keeps off it wakes one of their own sleepers if their
+// inject shard holds work, and otherwise leaves them to the end of the
+// keep-off, when it looks again (Worker.sleep); taking their work into
+// account like the rest would wake itself for work it leaves alone, park
+// and wake again until then.
 func (p *sched) wakeForPending(from *group, keep *keepOff) bool {
 	pending := false
 	for _, g := range p.groups {
-		if !g.pinned.IsEmpty() {
-			p.idle.notify(g.index)
+		// Work only g's workers may (pinned) or should (kept off) run
+		// wakes one of g's sleepers; with none asleep they are all awake
+		// and get to it, and a worker of another node woken instead would
+		// park again at once, re-check, and wake itself, round and round.
+		if !g.pinned.IsEmpty() || keep != nil && keep.holds(g.index) && !g.inject.IsEmpty() {
+			p.idle.wakeMore(g.index, 1)
 			pending = true
 		}
 	}

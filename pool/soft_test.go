@@ -119,3 +119,70 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 		}
 	})
 }
+
+// A node's workers all block until a soft task queued for that node has
+// run: another node must run it once the node has been quiet for the
+// patience, every time. A worker of the other node that sent it home and
+// kept off parks with a wake-up at the keep-off's end; an end that passed
+// between its last look and its sleep once made it sleep for good (a
+// few in a thousand trials hung).
+func TestSoftTaskForABlockedNodeRuns(t *testing.T) {
+	trials := 150
+	if testing.Short() {
+		trials = 30
+	}
+	for _, spec := range []string{"2x1", "2x2"} {
+		for _, opts := range [][]Option{nil, {WithBlockTime(0)}} {
+			p := newTestPool(t, append(opts, WithSpec(spec))...)
+			node := p.Nodes()[0]
+			workers := len(p.groups[0].workers)
+			for i := range trials {
+				var blocked sync.WaitGroup
+				blocked.Add(workers)
+				release := make(chan struct{})
+				for range workers {
+					if err := p.SubmitToStrict(node, func(*Worker) { blocked.Done(); <-release }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				blocked.Wait()
+				if err := p.SubmitTo(node, func(*Worker) { close(release) }); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-release:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s, trial %d: a soft task for a blocked node waited 5 s with the other node idle", spec, i)
+				}
+			}
+			_ = p.Close()
+		}
+	}
+}
+
+// Pinned work waiting for a node whose workers are all busy is theirs
+// alone: a worker of another node sleeps meanwhile, instead of being
+// woken for it, parking, re-checking and waking itself again (about
+// 20 000 times a second).
+func TestPinnedWorkLeavesOtherNodesAsleep(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	node := p.Nodes()[0]
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	if err := p.SubmitToStrict(node, func(*Worker) { close(started); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := p.SubmitToStrict(node, func(*Worker) {}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	other := p.groups[1].workers[0]
+	parks := func() uint64 { return p.Stats().Workers[other.id].Parks }
+	before := parks()
+	time.Sleep(200 * time.Millisecond)
+	if n := parks() - before; n > 20 {
+		t.Errorf("node %d's idle worker parked %d times in 200ms while pinned work waited for node %d", p.Nodes()[1], n, node)
+	}
+}

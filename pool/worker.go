@@ -475,7 +475,7 @@ func (k *keepOff) look() {
 }
 
 // next returns when the first hold still running at now ends; zero if
-// none does.
+// none does, or now is zero (look found nothing held).
 func (k *keepOff) next(now time.Time) time.Time {
 	var first time.Time
 	if !k.last.After(now) {
@@ -586,8 +586,12 @@ func (w *Worker) park() bool {
 	w.handle.Store(nil)
 	recheck, allParked := p.idle.toParked(w, w.searching)
 	w.searching = false
+	// The keep-offs as of one reading of the clock: the re-check leaves
+	// out the groups held then, and sleep wakes when the first of those
+	// holds ends, though it may have ended by the time it sleeps.
+	w.keepOff.look()
+	wakeAt := w.keepOff.next(w.keepOff.now)
 	if recheck {
-		w.keepOff.look()
 		p.wakeForPending(w.group, &w.keepOff)
 	}
 	if allParked && p.state.Load() == closing {
@@ -598,7 +602,7 @@ func (w *Worker) park() bool {
 			p.idle.unparkSelf(w)
 			return false
 		}
-		if !w.sleep() {
+		if !w.sleep(wakeAt) {
 			// A keep-off ended (soft.go): look at that node again.
 			w.searching = !p.idle.unparkSelf(w)
 			w.hold()
@@ -628,24 +632,23 @@ func (w *Worker) park() bool {
 	}
 }
 
-// sleep waits for a wake-up token, and reports false if instead a
-// keep-off ended: a worker parked while it keeps off a node would not
-// look at that node again until new work woke it, and a node with a
-// backlog would be left without help.
-func (w *Worker) sleep() bool {
-	var now, until time.Time
-	if !w.keepOff.last.IsZero() {
-		now = time.Now()
-		until = w.keepOff.next(now)
-	}
+// sleep waits for a wake-up token, and reports false if instead the time
+// until comes (unless it is zero): the end of a keep-off. A worker parked
+// while it keeps off a node would not look at that node again until new
+// work woke it, and a node with a backlog would be left without help.
+func (w *Worker) sleep(until time.Time) bool {
 	if until.IsZero() {
 		<-w.wakeCh
 		return true
 	}
+	d := time.Until(until)
+	if d <= 0 {
+		return false
+	}
 	if w.keepTimer == nil {
-		w.keepTimer = time.NewTimer(until.Sub(now))
+		w.keepTimer = time.NewTimer(d)
 	} else {
-		w.keepTimer.Reset(until.Sub(now))
+		w.keepTimer.Reset(d)
 	}
 	select {
 	case <-w.wakeCh:
