@@ -47,10 +47,18 @@ func preferHome(g int) int32 { return noHome - 1 - int32(g) }
 // noHome is the home of a task that may run anywhere.
 const noHome = -1
 
-// leavesToHome sends t, which prefers another group (t.home < noHome),
-// home if that group keeps up, and keeps w off it meanwhile; it reports
-// whether it did.
-func (w *Worker) leavesToHome(t *task) bool {
+// sendsHome sends t home instead of running it here, and reports whether
+// it did: a task that must run on another group (home >= 0) always, and
+// one that prefers another group (home < noHome) if that group keeps up,
+// keeping w off the group meanwhile.
+func (w *Worker) sendsHome(t *task) bool {
+	if t.home >= 0 {
+		if int(t.home) == w.group.index {
+			return false
+		}
+		w.sendHome(w.pool.groups[t.home], t, false)
+		return true
+	}
 	g := w.pool.groups[noHome-1-t.home]
 	if g == w.group {
 		return false

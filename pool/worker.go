@@ -532,11 +532,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 // run runs t on this worker, or sends it home if it must stay on another
 // node.
 func (w *Worker) run(t *task) {
-	if t.home >= 0 && int(t.home) != w.group.index {
-		w.sendHome(w.pool.groups[t.home], t, false)
-		return
-	}
-	if t.home < noHome && w.leavesToHome(t) {
+	if t.home != noHome && w.sendsHome(t) {
 		return
 	}
 	fromWorker := w.fromWorker
