@@ -19,12 +19,13 @@ import "time"
 // woke for work within softPatience (group.busyAt), or it has more queued
 // than its workers run in softPatience (ahead: a backlog, which idle nodes
 // help with). Otherwise it sends the task home and keeps off the node
-// (keepOff) until the node would have been quiet for softPatience. A
-// worker that parks while it keeps off a node leaves that node's queues
-// out of its last look (wakeForPending) and wakes by itself when the
-// keep-off ends (Worker.sleep), so a node that stops keeping up gets help
-// within softPatience. Loop pieces have the same rule by their age
-// (parallel.go).
+// (keepOff) until the node would have been quiet for softPatience, or for
+// softLookEvery if that is sooner. A worker that parks while it keeps off
+// a node leaves that node's queues out of its last look (wakeForPending:
+// it wakes one of the node's own sleepers for its shard's work instead)
+// and wakes by itself when the first keep-off that look saw ends
+// (Worker.sleep), so a node that stops keeping up gets help within
+// softPatience. Loop pieces have the same rule by their age (parallel.go).
 //
 // softPatience is tuned by measurement (numa_test's stream, 2x1 VM, 3
 // runs each): 2ms moved 4.2-8.8% of the tasks, 5ms 1.9-6.2%, 10ms 0-2.4%,
@@ -33,8 +34,9 @@ import "time"
 // 2x2 VM's backlog of 20ms per worker got almost no help (0-7.8% of it).
 //
 // Tests: TestSoftTaskWaitsForItsBusyNode (a node that keeps up keeps its
-// tasks; a backlog and a stalled node get help), and
-// TestSoftLocalityOutsideSubmitter in numa_test.
+// tasks; a backlog and a stalled node get help),
+// TestSoftTaskForABlockedNodeRuns (the keep-off's wake-up is never lost),
+// and TestSoftLocalityOutsideSubmitter in numa_test.
 const softPatience = 10 * time.Millisecond
 
 // softLookEvery bounds a keep-off for soft tasks: a worker looks at a node
