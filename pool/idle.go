@@ -26,17 +26,17 @@ import (
 //     once. Extra wake-ups only add searchers; they never lose a task.
 //  3. A worker registers as parked (toParked) before it sleeps; if then
 //     nobody searches, it looks at every queue once more (wakeForPending)
-//     and wakes a worker for what it finds. A worker that keeps off a
-//     node for a while (a loop piece or a soft task it sent home) looks
-//     at that node's queues only after the keep-off, a few milliseconds
-//     at most: it wakes by itself then (Worker.sleep), and meanwhile
-//     wakes one of that node's own sleepers for its shard's work. That is the last searcher,
+//     and wakes a worker for what it finds. That is the last searcher,
 //     or a worker refused a search (rule 1) whose searchers have all
 //     stopped since: a searcher that stops to run a task it found does
-//     not re-check, so a worker that parks without searching must,
-//     or a task stored meanwhile by a worker that then blocks (Join's b
-//     while its a waits on a channel) would be left with every other
-//     worker asleep.
+//     not re-check, so a worker that parks without searching must, or a
+//     task stored meanwhile by a worker that then blocks (Join's b while
+//     its a waits on a channel) would be left with every other worker
+//     asleep. A worker that keeps off a node for a while (a loop piece
+//     or a soft task it sent home) looks at that node's queues only after
+//     the keep-off, a few milliseconds at most: it wakes by itself then
+//     (Worker.sleep), and meanwhile wakes one of that node's own sleepers
+//     for its shard's work.
 //  4. Waking is idempotent: a worker's token channel holds one wake-up,
 //     so a wake-up sent before the worker blocks on it is not lost.
 //
@@ -56,11 +56,10 @@ import (
 // yet zero in that order, and the worker that brings it to zero
 // re-checks after the task was stored: by rule 3 if it parks, and in
 // run (queuedAnywhere) if it stopped because it found a task. (A parker
-// that keeps off the task's group wakes one of the group's sleepers for it
-// or looks again when the keep-off ends: the task waits at most that
-// long.) A plain
-// (non-atomic) flag on either side would break this: the two loads could
-// both miss.
+// that keeps off the task's group wakes one of the group's sleepers for
+// it or looks again when the keep-off ends: the task waits at most that
+// long.) A plain (non-atomic) flag on either side would break this: the
+// two loads could both miss.
 //
 // Rule 4 covers the window between toParked and the receive on the
 // token channel. The sleepers' lists change only under mu; notify reads
