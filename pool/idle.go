@@ -128,7 +128,21 @@ func (id *idle) stopSearching(g *group) bool {
 // is searching that will find it: one of g's own, or, when g has no
 // sleeper to wake, any. A searcher of another node would take the work
 // across nodes, so it does not stop g's sleepers from being woken.
-func (id *idle) notify(g int) {
+func (id *idle) notify(g int) { id.notifyFrom(g, id.nearest[g]) }
+
+// notifyOwn is notify for work that only g's workers may run (pinned) or
+// should (a soft task sent home): it wakes none of another group's, which
+// would leave the work alone and park again. If none of g's workers
+// sleeps, they are all awake and get to it (rule 3).
+func (id *idle) notifyOwn(g int) {
+	if id.p.groups[g].sleeping.Load() != 0 {
+		id.notifyFrom(g, id.nearest[g][:1]) // g itself
+	}
+}
+
+// notifyFrom is notify waking a sleeper of the first of groups that has
+// one.
+func (id *idle) notifyFrom(g int, groups []int) {
 	grp := id.p.groups[g]
 	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n {
 		return
@@ -143,7 +157,7 @@ func (id *idle) notify(g int) {
 		return
 	}
 	var w *Worker
-	for _, o := range id.nearest[g] {
+	for _, o := range groups {
 		if w = id.unparkLocked(o); w != nil {
 			break
 		}

@@ -310,7 +310,7 @@ func (s *forState) start(w *Worker, g *group, t *task, k int) {
 		s.finish(k)
 		return
 	}
-	s.pool.idle.notify(g.index)
+	s.pool.idle.notifyOwn(g.index)
 }
 
 // wait returns once the loop is done, with its first error; a calling

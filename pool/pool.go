@@ -313,7 +313,11 @@ func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
 		}
 		return ErrClosed
 	}
-	p.idle.notify(g.index)
+	if it.home >= 0 {
+		p.idle.notifyOwn(g.index)
+	} else {
+		p.idle.notify(g.index) // soft too: if g lags, another node helps
+	}
 	return nil
 }
 

@@ -35,8 +35,14 @@ func (w *Worker) spawn(t *task, at where) {
 // pinned if t must stay in g. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
 func (w *Worker) spawnTo(g *group, t *task) {
-	g.shardOf(t.home).Requeue(w.itemOf(t))
-	w.spawned(g)
+	home := t.home // itemOf may give t back for reuse
+	g.shardOf(home).Requeue(w.itemOf(t))
+	w.c.Spawned++
+	if home >= 0 {
+		w.pool.idle.notifyOwn(g.index)
+	} else {
+		w.pool.idle.notify(g.index)
+	}
 }
 
 // spawned counts a task w made for group g's workers and wakes one of
@@ -46,17 +52,23 @@ func (w *Worker) spawned(g *group) {
 	w.pool.idle.notify(g.index)
 }
 
-// sendHome queues t, which must run in group g, in g's shard and wakes a
-// worker of g: a strict task that w got (remade false), or the rest of a
-// loop piece that w took while g is still busy with it, remade as a new
-// task (counted as spawned too, since the piece w took completes here).
+// sendHome queues t, which must or should run in group g, in g's shard
+// and wakes a worker of g: a strict task that w got, or a soft one whose
+// node keeps up (remade false), or the rest of a loop piece that w took
+// while g is still busy with it, remade as a new task (counted as spawned
+// too, since the piece w took completes here).
 func (w *Worker) sendHome(g *group, t *task, remade bool) {
 	if remade {
 		w.c.Spawned++
 	}
 	w.c.SentHome++
-	g.shardOf(t.home).Requeue(w.itemOf(t))
-	w.pool.idle.notify(g.index)
+	home := t.home // itemOf may give t back for reuse
+	g.shardOf(home).Requeue(w.itemOf(t))
+	if home != noHome {
+		w.pool.idle.notifyOwn(g.index) // strict, or soft and g keeps up
+	} else {
+		w.pool.idle.notify(g.index)
+	}
 }
 
 // SpawnWith queues fn(w, x) as a task of w's, as w.Spawn(func(w
