@@ -331,8 +331,8 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 // that node falls behind now and then and the others run dry first. The
 // patience rule (pool/soft.go) leaves a node's tasks to it while it keeps
 // up: at least 95% run on their node. Measured in VMs (figures logged),
-// before the rule: 2x2 1-13% off node, 2x1 0.4-13%, 4x1 7-36%; with it:
-// 2x2 0-4.4%, 2x1 0-8.2% (median 0), 4x1 1.9-13.7%. What still moves,
+// before the rule: 2x2 1-13% off node, 2x1 0.4-13%, 4x1 7-36%; with it
+// (six suite runs): 2x2 0-2.5%, 2x1 0-0.3%, 4x1 0-15%. What still moves,
 // moves after the last submission: in a VM a submission costs
 // microseconds, and with one worker per node all of the submitter's CPU
 // time can come out of one node's worker, which then has tens of

@@ -9,7 +9,7 @@ import "context"
 // The preference is soft by default: the task is queued in the node's
 // shard and runs on the node's workers; another node's idle workers take
 // it only when the node lags: none of its workers has made progress for
-// 10ms, or it has more queued than its workers run in 10ms (soft.go).
+// 10ms, or it has more queued than its workers run in 20ms (soft.go).
 // Strict() keeps it on the node: it waits in the node's pinned shard,
 // which other nodes' workers do not read.
 //

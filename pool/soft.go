@@ -17,7 +17,7 @@ import "time"
 // So a worker that gets a task preferring another node runs it only if
 // that node lags: none of its workers ran a stretch of tasks (tune) or
 // woke for work within softPatience (group.busyAt), or it has more queued
-// than its workers run in softPatience (ahead: a backlog, which idle nodes
+// than its workers run in softBacklog (ahead: a backlog, which idle nodes
 // help with). Otherwise it sends the task home and keeps off the node
 // (keepOff) until the node would have been quiet for softPatience, or for
 // softLookEvery if that is sooner. A worker that parks while it keeps off
@@ -30,14 +30,22 @@ import "time"
 // softPatience is tuned by measurement (numa_test's stream, 2x1 VM, 3
 // runs each): 2ms moved 4.2-8.8% of the tasks, 5ms 1.9-6.2%, 10ms 0-2.4%,
 // 20ms 0-4.0%. It is about the Go scheduler's time slice (a goroutine is
-// preempted after 10ms). The backlog bound is the same: at twice that, a
-// 2x2 VM's backlog of 20ms per worker got almost no help (0-7.8% of it).
+// preempted after 10ms).
+//
+// softBacklog is twice that: what still moves in that stream is the tail
+// of the node that lagged (the submitter's CPU time came out of its
+// workers), and with the bound at 10ms a 2x2 VM moved up to 6.7% of the
+// tasks, at 20ms 0-0.1% (4 runs; 2x1 0%, 4x1 0-11%), while a backlog of
+// 100ms on one node still had 18-64% of it run by the idle nodes.
 //
 // Tests: TestSoftTaskWaitsForItsBusyNode (a node that keeps up keeps its
 // tasks; a backlog and a stalled node get help),
 // TestSoftTaskForABlockedNodeRuns (the keep-off's wake-up is never lost),
 // and TestSoftLocalityOutsideSubmitter in numa_test.
 const softPatience = 10 * time.Millisecond
+
+// softBacklog is how much queued work makes a node that keeps up lag.
+const softBacklog = 2 * softPatience
 
 // softLookEvery bounds a keep-off for soft tasks: a worker looks at a node
 // that keeps up at least this often.
@@ -70,8 +78,8 @@ func (w *Worker) sendsHome(t *task) bool {
 	if quiet >= softPatience {
 		return false // the node lags: help it
 	}
-	if g.ahead() >= softPatience {
-		return false // more queued than the node can run within the patience: help it
+	if g.ahead() >= softBacklog {
+		return false // a backlog: help it
 	}
 	w.sendHome(g, t, false)
 	// Look again when the node may have been quiet for the patience, or

@@ -78,7 +78,7 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 	})
 
 	t.Run("backlog", func(t *testing.T) {
-		const n = 400 // 100µs each, at once: 40 ms of work for one worker
+		const n = 1000 // 100µs each, at once: 100 ms of work for one worker
 		off := softStream(t, p, busy, n, 100*time.Microsecond, 0)
 		t.Logf("%d of a backlog of %d soft tasks of 100µs ran on the idle node", off, n)
 		if off*20 < n {
