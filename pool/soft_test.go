@@ -72,7 +72,10 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 		const n = 300
 		off := softStream(t, p, busy, n, 20*time.Microsecond, 100*time.Microsecond)
 		t.Logf("%d of %d soft tasks for a busy node that keeps up ran on the idle node", off, n)
-		if off*10 > n {
+		// Without the rule 169 of 300 moved; a loaded machine that holds
+		// the busy node's worker off its CPU past the patience moves some
+		// (61 of 300 once, under -race beside another test run).
+		if off*3 > n {
 			t.Errorf("%d of %d soft tasks for a node that keeps up ran on another node", off, n)
 		}
 	})
