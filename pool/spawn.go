@@ -35,14 +35,8 @@ func (w *Worker) spawn(t *task, at where) {
 // pinned if t must stay in g. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
 func (w *Worker) spawnTo(g *group, t *task) {
-	home := t.home // itemOf may give t back for reuse
-	g.shardOf(home).Requeue(w.itemOf(t))
 	w.c.Spawned++
-	if home >= 0 {
-		w.pool.idle.notifyOwn(g.index)
-	} else {
-		w.pool.idle.notify(g.index)
-	}
+	w.queueIn(g, t)
 }
 
 // spawned counts a task w made for group g's workers and wakes one of
@@ -62,10 +56,17 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 		w.c.Spawned++
 	}
 	w.c.SentHome++
+	w.queueIn(g, t)
+}
+
+// queueIn queues t, from the task running on w, in g's shard for its home
+// and wakes a worker for it: only one of g's own if t must run in g
+// (strict) or should (soft, sent home because g keeps up).
+func (w *Worker) queueIn(g *group, t *task) {
 	home := t.home // itemOf may give t back for reuse
 	g.shardOf(home).Requeue(w.itemOf(t))
 	if home != noHome {
-		w.pool.idle.notifyOwn(g.index) // strict, or soft and g keeps up
+		w.pool.idle.notifyOwn(g.index)
 	} else {
 		w.pool.idle.notify(g.index)
 	}
