@@ -17,10 +17,11 @@ import (
 //     parked worker's thread to the CPUs of its node that no awake worker
 //     of the node reported and the waker is not on, so that the kernel
 //     wakes it on one of them (all of them, not one: a thread of another
-//     program may hold any one CPU for milliseconds). A goroutine outside the pool that wakes a worker
-//     does not: it is about to wait, and on this VM waking a thread on
-//     an idle CPU cost the hand-off 20-30 µs more than on the waker's
-//     (BenchmarkPingPongRunBlock0, p50 16-29 -> 43-47 µs);
+//     program may hold any one CPU for milliseconds). A goroutine outside
+//     the pool that wakes a worker does not: it is about to wait, and on
+//     this VM waking a thread on an idle CPU cost the hand-off 20-30 µs
+//     more than on the waker's (BenchmarkPingPongRunBlock0, p50 16-29 ->
+//     43-47 µs);
 //   - the woken worker, and every worker every spreadEvery tasks, reads
 //     its CPU (spread); it widens its mask to the whole node again if it
 //     was aimed (which leaves it where it is), and if another awake worker
@@ -61,8 +62,8 @@ func (w *Worker) othersCPUs() topology.CPUSet {
 }
 
 // aim binds parked worker w's thread to the CPUs of its node that no
-// awake worker reported and the caller is not on, before the caller, a worker
-// that runs on, wakes it.
+// awake worker reported and the caller is not on. The caller, a worker
+// that runs on after waking w, calls it just before the wake-up.
 func (w *Worker) aim() {
 	cpus := w.spreadable()
 	if cpus.Len() < 2 {
