@@ -270,15 +270,13 @@ func (id *idle) wakeAll() {
 // wakeForPending is what a parker does when nobody searches (rule 3): it
 // re-checks every queue, LIFO slot and join slot, and wakes a worker for
 // what it finds: one of the node's for a node's pinned work (no other
-// node may run it), one near from's group for the rest. It reports
-// whether anything was pending. A parker passes its keep-off (else nil):
-// for the groups it keeps off it wakes one of their own sleepers if their
-// inject shard holds work, and otherwise leaves them to the end of the
-// keep-off, when it looks again (Worker.sleep); taking their work into
-// account like the rest would wake itself for work it leaves alone, park
-// and wake again until then.
-func (p *sched) wakeForPending(from *group, keep *keepOff) bool {
-	pending := false
+// node may run it), one near from's group for the rest. A parker passes
+// its keep-off (else nil): for the groups it keeps off it wakes one of
+// their own sleepers if their inject shard holds work, and otherwise
+// leaves them to the end of the keep-off, when it looks again
+// (Worker.sleep); taking their work into account like the rest would wake
+// itself for work it leaves alone, park and wake again until then.
+func (p *sched) wakeForPending(from *group, keep *keepOff) {
 	for _, g := range p.groups {
 		// Work only g's workers may (pinned) or should (kept off) run
 		// wakes one of g's sleepers; with none asleep they are all awake
@@ -286,14 +284,11 @@ func (p *sched) wakeForPending(from *group, keep *keepOff) bool {
 		// park again at once, re-check, and wake itself, round and round.
 		if !g.pinned.IsEmpty() || keep != nil && keep.holds(g.index) && !g.inject.IsEmpty() {
 			p.idle.wakeMore(g.index, 1)
-			pending = true
 		}
 	}
 	if p.stealableWork(keep) {
 		p.idle.notify(from.index)
-		pending = true
 	}
-	return pending
 }
 
 // stealableWork reports whether a task that any worker may take is
