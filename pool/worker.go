@@ -27,13 +27,20 @@ const (
 // the worker's methods may be called only from inside that task (the
 // worker's own goroutine).
 type Worker struct {
+	// Set before the workers start and read by all of them.
 	pool    *sched
 	group   *group
 	id      int
 	cpu     int // the topology CPU the worker is placed on
 	local   *queue.Local[*task]
-	items   []item // a buffer of items moving between the queue and a shard
 	stealer *queue.Stealer[*task]
+	wakeCh  chan struct{}
+
+	// What other workers read and write: thieves, wakers, Stats. These
+	// keep to lines of their own, away from what the owner writes for
+	// every task, which a thief's every look at this worker would
+	// otherwise take from the owner's cache.
+	_ [cacheLine]byte
 	// lifo holds the task spawned last; thieves may take it on their last
 	// pass, so it is atomic.
 	lifo atomic.Pointer[task]
@@ -42,9 +49,17 @@ type Worker struct {
 	// handle is the user's Pool while the worker is awake (hold), nil
 	// while it is parked.
 	handle atomic.Pointer[Pool]
-	wakeCh chan struct{}
+	// Spreading (spread.go): the node's CPUs when the worker may run on
+	// several, the CPU it last found itself on (-1: unknown), and whether
+	// a waker bound it to one CPU (aim).
+	nodeCPUs atomic.Pointer[topology.CPUSet]
+	onCPU    atomic.Int32
+	aimed    atomic.Bool
+	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
+	pub      published   // the counters for Stats, padded on both sides
 
 	// Owner-only state.
+	items     []item // a buffer of items moving between the queue and a shard
 	rng       steal.Rand
 	searching bool
 	// Fairness: every interval tasks the next look starts at the node's
@@ -68,24 +83,15 @@ type Worker struct {
 	args      records     // SpawnWith records to reuse, of any argument type
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
-	keepOff     keepOff     // other groups this worker leaves alone for a while
-	keepTimer   *time.Timer // wakes the parked worker when a keep-off ends
-	c           Counters    // written by the owner only; published to pub
-	pub         published
+	fromWorker  bool            // the task being started was stolen from a worker
+	keepOff     keepOff         // other groups this worker leaves alone for a while
+	keepTimer   *time.Timer     // wakes the parked worker when a keep-off ends
+	c           Counters        // written by the owner only; published to pub
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
 	tid         int             // the worker's OS thread (0 where unknown)
 	owner       ownerID
 	runnable    [1]metrics.Sample // for othersRunnable
-	fromWorker  bool              // the task being started was stolen from a worker
-
-	// Spreading (spread.go): the node's CPUs when the worker may run on
-	// several, the CPU it last found itself on (-1: unknown), and whether
-	// a waker bound it to one CPU (aim).
-	nodeCPUs atomic.Pointer[topology.CPUSet]
-	onCPU    atomic.Int32
-	aimed    atomic.Bool
-	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
