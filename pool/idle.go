@@ -166,8 +166,8 @@ func (id *idle) notifyFrom(g int, groups []int) {
 	if w == nil {
 		return
 	}
-	if id.p.workerOf() != nil {
-		w.aim() // the waker runs on: keep w off its CPU
+	if waker := id.p.workerOf(); waker != nil {
+		w.aim(waker) // the waker runs on: keep w off its CPU
 	}
 	w.wake()
 }

@@ -62,15 +62,23 @@ func (w *Worker) othersCPUs() topology.CPUSet {
 }
 
 // aim binds parked worker w's thread to the CPUs of its node that no
-// awake worker reported and the caller is not on. The caller, a worker
-// that runs on after waking w, calls it just before the wake-up.
-func (w *Worker) aim() {
+// awake worker reported and waker is not on. The waker, a worker that
+// runs on after waking w, calls it just before the wake-up. It reports
+// its CPU first: its last report may be old (a worker reads its CPU only
+// after a wake-up and every spreadEvery tasks, and a Fork that nobody
+// steals runs no task), and an old report elsewhere left no CPU to aim
+// at, so w woke on the waker's CPU and shared it.
+func (w *Worker) aim(waker *Worker) {
 	cpus := w.spreadable()
 	if cpus.Len() < 2 {
 		return
 	}
+	cpu, _, err := pin.CurrentCPU()
+	if err == nil {
+		waker.onCPU.Store(int32(cpu))
+	}
 	taken := w.othersCPUs()
-	if cpu, _, err := pin.CurrentCPU(); err == nil {
+	if err == nil {
 		taken.Add(cpu)
 	}
 	free := cpus.AndNot(taken)
