@@ -107,27 +107,20 @@ func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
 		aimed     bool
 		s         seen
 	)
-	within(t, hangBound, "the waker's task", func() {
-		_ = onWorker(t, p, func(w *Worker) int {
-			other := p.workers[1-w.id]
-			for !p.idle.isParked(other) {
-				runtime.Gosched()
-			}
-			wakerCPU, _, _ = pin.CurrentCPU()
-			other.aim(w)
-			aimedMask, _ = topology.ThreadAffinity(other.tid)
-			aimed = other.aimed.Load()
-			var ran atomic.Bool
-			w.Spawn(func(w *Worker) { // the other worker takes it: this one spins
-				s.worker = w.id
-				s.cpu, _, _ = pin.CurrentCPU()
-				s.mask, _ = topology.ThreadAffinity(0)
-				ran.Store(true)
-			})
-			for !ran.Load() {
-			}
-			return 0
+	whileOtherParks(t, p, func(w, other *Worker) {
+		wakerCPU, _, _ = pin.CurrentCPU()
+		other.aim(w)
+		aimedMask, _ = topology.ThreadAffinity(other.tid)
+		aimed = other.aimed.Load()
+		var ran atomic.Bool
+		w.Spawn(func(w *Worker) { // the other worker takes it: this one spins
+			s.worker = w.id
+			s.cpu, _, _ = pin.CurrentCPU()
+			s.mask, _ = topology.ThreadAffinity(0)
+			ran.Store(true)
 		})
+		for !ran.Load() {
+		}
 	})
 	cpus := p.workers[0].spreadable()
 	if aimedMask.IsEmpty() || aimedMask.Has(wakerCPU) || !aimedMask.IsSubsetOf(p.workers[0].spreadable()) || !aimed {
@@ -154,40 +147,48 @@ func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
 func TestAimCountsTheWakersCPUNow(t *testing.T) {
 	p := twoWideWorkers(t, WithBlockTime(0))
 	defer p.Close()
-	var (
-		wakerCPU  int
-		aimedMask topology.CPUSet
-		aimed     bool
-		err       error
-	)
+	var got struct {
+		wakerCPU int             // where the waker runs
+		mask     topology.CPUSet // the woken worker's mask once aimed
+		aimed    bool
+		err      error
+	}
+	whileOtherParks(t, p, func(w, other *Worker) {
+		var one topology.CPUSet
+		one.Add(w.spreadable().First())
+		if got.err = w.thread.Set(one); got.err != nil { // stay on one CPU meanwhile
+			return
+		}
+		defer func() { _ = w.thread.Set(w.spreadable()) }()
+		got.wakerCPU, _, _ = pin.CurrentCPU()
+		w.onCPU.Store(int32(w.spreadable().AndNot(one).First())) // reported before, elsewhere
+		other.aim(w)
+		got.mask, _ = topology.ThreadAffinity(other.tid)
+		got.aimed = other.aimed.Load()
+		_ = other.thread.Set(other.spreadable()) // as its spread after the wake would
+		other.aimed.Store(false)
+	})
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if !got.aimed || got.mask.IsEmpty() || got.mask.Has(got.wakerCPU) {
+		t.Errorf("worker aimed %v with mask %s (waker on CPU %d, its report stale); want a mask without the waker's CPU",
+			got.aimed, got.mask, got.wakerCPU)
+	}
+}
+
+// whileOtherParks runs fn on one of p's two workers once the other is
+// parked, with both.
+func whileOtherParks(t *testing.T, p *Pool, fn func(w, other *Worker)) {
+	t.Helper()
 	within(t, hangBound, "the waker's task", func() {
 		_ = onWorker(t, p, func(w *Worker) int {
 			other := p.workers[1-w.id]
 			for !p.idle.isParked(other) {
 				runtime.Gosched()
 			}
-			var one topology.CPUSet
-			one.Add(w.spreadable().First())
-			if err = w.thread.Set(one); err != nil { // stay on one CPU meanwhile
-				return 0
-			}
-			defer func() { _ = w.thread.Set(w.spreadable()) }()
-			wakerCPU, _, _ = pin.CurrentCPU()
-			stale := w.spreadable().AndNot(one).First()
-			w.onCPU.Store(int32(stale)) // reported before, elsewhere
-			other.aim(w)
-			aimedMask, _ = topology.ThreadAffinity(other.tid)
-			aimed = other.aimed.Load()
-			_ = other.thread.Set(other.spreadable()) // as its spread after the wake would
-			other.aimed.Store(false)
+			fn(w, other)
 			return 0
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !aimed || aimedMask.IsEmpty() || aimedMask.Has(wakerCPU) {
-		t.Errorf("worker aimed %v with mask %s (waker on CPU %d, its report stale); want a mask without the waker's CPU",
-			aimed, aimedMask, wakerCPU)
-	}
 }
