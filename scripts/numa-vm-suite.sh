@@ -18,7 +18,9 @@ run() { # name, numa-vm options..., --, test flags...
   testflags=("$@")
   local start=$SECONDS
   echo "== numa_test on $name"
-  if scripts/numa-vm.sh --timeout 600 "${vmopts[@]}" "$bin" -test.v -vm.hostcpus "$(nproc)" "${testflags[@]}" |
+  # The test binary's own timeout comes first: a hang then ends with every
+  # goroutine's stack on the console, not only with qemu's kill.
+  if scripts/numa-vm.sh --timeout 600 "${vmopts[@]}" "$bin" -test.v -test.timeout 300s -vm.hostcpus "$(nproc)" "${testflags[@]}" |
     grep -vE '^(SeaBIOS|iPXE|Press Ctrl-B|Booting from|\s*$)'; then
     echo "== $name: PASS in $((SECONDS - start)) s"
   else
