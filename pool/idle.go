@@ -166,7 +166,7 @@ func (id *idle) notifyFrom(g int, groups []int) {
 	if w == nil {
 		return
 	}
-	if waker := id.p.workerOf(); waker != nil {
+	if waker := id.p.workerOf(); waker != nil && waker != w {
 		w.aim(waker) // the waker runs on: keep w off its CPU
 	}
 	w.wake()

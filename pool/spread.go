@@ -22,6 +22,9 @@ import (
 //     this VM waking a thread on an idle CPU cost the hand-off 20-30 µs
 //     more than on the waker's (BenchmarkPingPongRunBlock0, p50 16-29 ->
 //     43-47 µs);
+//   - the waker reads its own CPU as it aims and reports it first: a
+//     worker in a long recursion of Forks runs few tasks, and its last
+//     report may name a CPU it has left;
 //   - the woken worker, and every worker every spreadEvery tasks, reads
 //     its CPU (spread); it widens its mask to the whole node again if it
 //     was aimed (which leaves it where it is), and if another awake worker
@@ -30,7 +33,7 @@ import (
 //
 // A worker bound to one CPU, or unbound, takes no part. Counted in
 // Counters.Spreads (moves, not aims). Tests: TestSpreadSeparatesWorkers,
-// TestAimWakesAWorkerOffTheWakersCPU.
+// TestAimWakesAWorkerOffTheWakersCPU, TestAimCountsTheWakersCPUNow.
 
 // spreadEvery is how many tasks a worker runs between two checks of its
 // CPU, besides the check after each wake-up: a getcpu(2) costs about as

@@ -165,15 +165,24 @@ func TestAimCountsTheWakersCPUNow(t *testing.T) {
 		other.aim(w)
 		got.mask, _ = topology.ThreadAffinity(other.tid)
 		got.aimed = other.aimed.Load()
-		_ = other.thread.Set(other.spreadable()) // as its spread after the wake would
+		// Widen it again, as its spread after a wake-up would; Thread.Set
+		// acts on the caller's thread, so through its ID.
+		if err := pin.Aim(other.tid, other.spreadable()); err != nil {
+			t.Error(err)
+		}
 		other.aimed.Store(false)
 	})
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	if !got.aimed || got.mask.IsEmpty() || got.mask.Has(got.wakerCPU) {
-		t.Errorf("worker aimed %v with mask %s (waker on CPU %d, its report stale); want a mask without the waker's CPU",
-			got.aimed, got.mask, got.wakerCPU)
+	// The only other worker is parked, so every CPU of the node but the
+	// waker's is free, the one of the stale report too.
+	var waker topology.CPUSet
+	waker.Add(got.wakerCPU)
+	want := p.workers[0].spreadable().AndNot(waker)
+	if !got.aimed || !got.mask.Equal(want) {
+		t.Errorf("worker aimed %v with mask %s (waker on CPU %d, its report stale); want mask %s",
+			got.aimed, got.mask, got.wakerCPU, want)
 	}
 }
 

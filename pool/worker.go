@@ -37,9 +37,10 @@ type Worker struct {
 	wakeCh  chan struct{}
 
 	// What other workers read and write: thieves, wakers, Stats. These
-	// keep to lines of their own, away from what the owner writes for
-	// every task, which a thief's every look at this worker would
-	// otherwise take from the owner's cache.
+	// keep to lines of their own, away from the fields the owner alone
+	// writes for every task (tick, sinceLook, the counters), which a
+	// thief's every look at lifo or joinSlot would otherwise take from the
+	// owner's cache.
 	_ [cacheLine]byte
 	// lifo holds the task spawned last; thieves may take it on their last
 	// pass, so it is atomic.
@@ -58,7 +59,9 @@ type Worker struct {
 	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
 	pub      published   // the counters for Stats, padded on both sides
 
-	// Owner-only state.
+	// Written by the owner only. Of these, others read only bound, tid and
+	// owner (Stats, explain, a waker's aim), which are set before the
+	// worker runs tasks or as it ends.
 	items     []item // a buffer of items moving between the queue and a shard
 	rng       steal.Rand
 	searching bool
