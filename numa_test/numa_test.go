@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,14 +340,19 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 // milliseconds of backlog left when the others run dry, and gets help as
 // any backlog does. So with one worker per node a tenth may move, and
 // a fifth when the VM has more vCPUs than its host has CPUs (-vm.hostcpus),
-// where the host also holds workers off for longer than the patience. A
+// where the host also holds workers off for longer than the patience.
+// The test runs three streams and holds their median to these bounds. A
 // node with a backlog well beyond the patience (100ms of tasks) gets help
 // from idle nodes: at least a twentieth of its tasks run elsewhere.
-func TestSoftLocalityOutsideSubmitter(t *testing.T) {
-	multiNode(t)
-	p := newPool(t)
-	nodes := p.Nodes()
-	const n = 20000
+// softStreamTasks is the length of softStream's stream.
+const softStreamTasks = 20000
+
+// softStream submits softStreamTasks soft tasks of 2µs from this
+// goroutine to the nodes in turn, waits for them and returns how many ran
+// off their node.
+func softStream(t *testing.T, p *pool.Pool, nodes []int) int64 {
+	t.Helper()
+	const n = softStreamTasks
 	var nOff, offLate atomic.Int64
 	var submitted atomic.Bool
 	var wg sync.WaitGroup
@@ -373,6 +379,13 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	off := nOff.Load()
 	t.Logf("stream of %d soft tasks of 2µs from one outside goroutine (submitted in %v, run in %v): %d (%.2f%%) ran off their node, %d of them after the last submission",
 		n, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), off, 100*float64(off)/n, offLate.Load())
+	return off
+}
+
+func TestSoftLocalityOutsideSubmitter(t *testing.T) {
+	multiNode(t)
+	p := newPool(t)
+	nodes := p.Nodes()
 	limit := 5 // percent off node
 	if p.Workers() < 2*len(nodes) {
 		limit = 10 // one worker per node: see above
@@ -380,12 +393,22 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 			limit = 20
 		}
 	}
-	if off*100 > int64(limit*n) {
-		t.Errorf("stream of %d soft tasks: %d ran off their node, want at most %d%%", n, off, limit)
+	// Three streams, judged by the median: the tail after the last
+	// submission depends on how long the host held a vCPU off, and one
+	// stream in about a hundred in the 2x2 VM on CI's two CPUs moved more
+	// than 5% (0.01% at the median of 90).
+	var offs [3]int64
+	for i := range offs {
+		offs[i] = softStream(t, p, nodes)
+	}
+	slices.Sort(offs[:])
+	if median := offs[len(offs)/2]; median*100 > int64(limit*softStreamTasks) {
+		t.Errorf("streams of %d soft tasks: %v ran off their node, median %d, want at most %d%%", softStreamTasks, offs, median, limit)
 	}
 
 	const backlog = 2000
 	var elsewhere atomic.Int64
+	var wg sync.WaitGroup
 	wg.Add(backlog)
 	for range backlog {
 		if err := p.SubmitTo(nodes[0], func(w *pool.Worker) {
