@@ -77,6 +77,7 @@ type sched struct {
 	workers  []*Worker
 	layout   *steal.Layout
 	idle     idle
+	runnable runnableGauge       // whether goroutines wait for a processor (runnable.go)
 	stash    stash               // task records to reuse (task.go)
 	byG      map[uintptr]*Worker // the workers by their goroutine (owner.go); read-only once started
 	order    []int               // Submit's round robin over groups, weighted by size

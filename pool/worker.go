@@ -94,7 +94,7 @@ type Worker struct {
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
 	tid         int             // the worker's OS thread (0 where unknown)
 	owner       ownerID
-	runnable    [1]metrics.Sample // for othersRunnable
+	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
@@ -681,6 +681,7 @@ func (w *Worker) spin() *task {
 	limit := p.cfg.spinFor()
 	deadline := time.Now().Add(limit)
 	var crowded crowding
+	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
 		if t := w.next(); t != nil {
 			return t
@@ -689,9 +690,14 @@ func (w *Worker) spin() *task {
 			return t
 		}
 		if i%8 != 7 {
+			continue // the clock costs tens of nanoseconds on some machines
+		}
+		now := p.clock(time.Now())
+		if now < nextLook {
 			continue
 		}
-		switch crowded.look(w.othersRunnable(), limit >= 0) {
+		nextLook = now + int64(gaugeEvery)
+		switch crowded.look(p.runnable.waiting(now, w.runnable[:]), limit >= 0) {
 		case giveWayPark:
 			return nil
 		case giveWayYield:
@@ -737,12 +743,4 @@ func (c *crowding) look(runnable, parks bool) giveWay {
 		return giveWayPark
 	}
 	return giveWayYield
-}
-
-// othersRunnable reports whether goroutines wait for a processor. A
-// worker's thread is locked to it, so while it spins the goroutine a task
-// just readied (a waiter on a channel) may wait for this very processor.
-func (w *Worker) othersRunnable() bool {
-	metrics.Read(w.runnable[:])
-	return w.runnable[0].Value.Kind() == metrics.KindUint64 && w.runnable[0].Value.Uint64() > 0
 }
