@@ -62,6 +62,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if isTerminal(os.Stderr) && *mode == "" {
 		cfg.Progress = progressBar(os.Stderr)
 	}
+	var rt func(when string) // prints the CPU-to-CPU round trip (roundtrip.go)
 	if !*asJSON && !*asCSV {
 		t := topology.Discover()
 		addHostDetails(&t.Machine)
@@ -69,6 +70,14 @@ func benchCmd(args []string, stdout io.Writer) error {
 			t.Allowed.Len(), t.Allowed, len(t.ComputeNodes()), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model), *size, *reps, time.Now().Format("2006-01-02"))
 		if *spec != "" {
 			fmt.Fprintf(stdout, "numapool contenders run on the synthetic topology %s\n", *spec)
+		}
+		if a, b, ok := roundTripPair(t); ok && *mode == "" {
+			rt = func(when string) {
+				if d, err := roundTrip(a, b); err == nil {
+					fmt.Fprintf(stdout, "a cache line from CPU %d to %d and back, %s: %d ns\n", a, b, when, d.Nanoseconds())
+				}
+			}
+			rt("before the run")
 		}
 	}
 	if *plot != "" && !strings.HasSuffix(*plot, ".svg") {
@@ -98,6 +107,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return bench.WriteCSV(stdout, results)
 	}
 	bench.WriteTables(stdout, bench.Summarize(results, wls), wls)
+	if rt != nil {
+		rt("after it")
+	}
 	fmt.Fprintln(stdout, "\nvs best other: how many times better than the best contender of another family in this run")
 	fmt.Fprintln(stdout, "(numapool's configurations are one family; >1 leads all of them);")
 	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work.")
