@@ -8,10 +8,10 @@ import (
 // A pool's searchers read the runtime's count of runnable goroutines
 // through one shared gauge: at most one reading per gaugeEvery for the
 // whole pool, however many search. When each read it for itself, two
-// active searchers on two CPUs read it 1000-1200 times a millisecond, and
-// the process's threads switched 1000-5000 times in 200 ms (the semaphore
-// behind the reading parks a reader that finds it held); sharing it, 330-400
-// readings a millisecond and 50-80 switches.
+// active searchers on two CPUs read it 680-1210 times a millisecond, and
+// the process's threads switched 1000-8500 times in 200 ms (the semaphore
+// behind the reading parks a reader that finds it held); sharing it,
+// 320-350 readings a millisecond and 50-80 switches.
 func TestSearchersShareOneRunnableReading(t *testing.T) {
 	p := newTestPool(t, WithWaitPolicy(Active), WithSpec("1x4")) // two searchers
 	defer p.Close()

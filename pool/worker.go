@@ -712,9 +712,10 @@ func (w *Worker) spin() *task {
 // goroutine outside the pool that waits for a result yields its processor
 // while it waits (spinUntil), and is runnable for a moment each time.
 // Parking on such a sighting put a thread wake-up, tens of microseconds, on
-// the next hand-off: in the suite's ping-pong (2 CPUs, 7 runs of 6 pools)
-// a pool parked 94 times per 5000 hand-offs at the median and its p99 was
-// 21 µs; waiting for a second sighting made that 51 parks and 8 µs.
+// the next hand-off: in the suite's ping-pong (2 CPUs, six pools of seven
+// runs each) a pool parked 94 times per 5000 hand-offs at the median and
+// its p99 was 21 µs; waiting for a second sighting made that 51 parks and
+// 8 µs.
 type crowding int
 
 // giveWay is what a spinning searcher does after a look (crowding.look).
