@@ -61,35 +61,3 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 		p.wakeForPending(searcher.group, nil)
 	}
 }
-
-// A spinning searcher gives way to goroutines waiting for a processor only
-// when two looks in a row see them: one sighting is often a waiter that
-// yields while it spins for its result, and parking on it put a thread
-// wake-up on the next hand-off. A look that sees none starts the count
-// over; with a block time the searcher parks, without one it yields once.
-func TestSearcherGivesWayOnTheSecondSighting(t *testing.T) {
-	for _, parks := range []bool{true, false} {
-		want := giveWayYield
-		if parks {
-			want = giveWayPark
-		}
-		var c crowding
-		steps := []struct {
-			runnable bool
-			want     giveWay
-		}{
-			{false, giveWayNot},
-			{true, giveWayNot},  // first sighting
-			{false, giveWayNot}, // gone: count over
-			{true, giveWayNot},
-			{true, want},       // second in a row
-			{true, giveWayNot}, // after giving way, count over
-			{true, want},
-		}
-		for i, s := range steps {
-			if got := c.look(s.runnable, parks); got != s.want {
-				t.Errorf("block time %v, look %d (runnable %v): got %d, want %d", parks, i, s.runnable, got, s.want)
-			}
-		}
-	}
-}

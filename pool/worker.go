@@ -690,14 +690,15 @@ func (w *Worker) spin() *task {
 			return t
 		}
 		if i%8 != 7 {
-			continue // the clock costs tens of nanoseconds on some machines
+			continue
 		}
 		now := p.clock(time.Now())
 		if now < nextLook {
 			continue
 		}
 		nextLook = now + int64(gaugeEvery)
-		switch crowded.look(p.runnable.waiting(now, w.runnable[:]), limit >= 0) {
+		seq, runnable := p.runnable.waiting(now, w.runnable[:])
+		switch crowded.look(seq, runnable, limit >= 0) {
 		case giveWayPark:
 			return nil
 		case giveWayYield:
@@ -705,43 +706,4 @@ func (w *Worker) spin() *task {
 		}
 	}
 	return nil
-}
-
-// crowding counts a spinning searcher's looks in a row that saw goroutines
-// waiting for a processor. One sighting is not enough to give way: a
-// goroutine outside the pool that waits for a result yields its processor
-// while it waits (spinUntil), and is runnable for a moment each time.
-// Parking on such a sighting put a thread wake-up, tens of microseconds, on
-// the next hand-off: in the suite's ping-pong (2 CPUs, six pools of seven
-// runs each) a pool parked 94 times per 5000 hand-offs at the median and
-// its p99 was 21 µs; waiting for a second sighting made that 51 parks and
-// 8 µs.
-type crowding int
-
-// giveWay is what a spinning searcher does after a look (crowding.look).
-type giveWay int
-
-const (
-	giveWayNot   giveWay = iota // go on searching
-	giveWayPark                 // park: the processor goes to whoever waits
-	giveWayYield                // yield the processor once, then search on
-)
-
-// look takes one look's answer (whether goroutines wait for a processor)
-// and says whether to give way; parks says the searcher parks rather than
-// yields (it has a block time).
-func (c *crowding) look(runnable, parks bool) giveWay {
-	switch {
-	case !runnable:
-		*c = 0
-		return giveWayNot
-	case *c == 0:
-		*c = 1
-		return giveWayNot
-	}
-	*c = 0
-	if parks {
-		return giveWayPark
-	}
-	return giveWayYield
 }
