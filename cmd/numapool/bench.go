@@ -58,6 +58,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if *mode != "" && len(cs) != 1 {
 		return usageError{"--mode takes one contender"}
 	}
+	if *plot != "" && !strings.HasSuffix(*plot, ".svg") {
+		return usageError{fmt.Sprintf("--plot %q: only SVG is written; name the file *.svg", *plot)}
+	}
 	cfg := bench.Config{Workloads: wls, Contenders: cs, Reps: *reps, Scale: scale, SkipWarmup: *mode != ""}
 	if isTerminal(os.Stderr) && *mode == "" {
 		cfg.Progress = progressBar(os.Stderr)
@@ -71,17 +74,16 @@ func benchCmd(args []string, stdout io.Writer) error {
 		if *spec != "" {
 			fmt.Fprintf(stdout, "numapool contenders run on the synthetic topology %s\n", *spec)
 		}
-		if a, b, ok := roundTripPair(t); ok && *mode == "" {
+		if a, b, ok := roundTripPair(t); ok && *mode == "" && runtime.GOMAXPROCS(0) > 1 {
 			rt = func(when string) {
-				if d, err := roundTrip(a, b); err == nil {
+				if d, err := roundTrip(a, b); err != nil {
+					fmt.Fprintf(stdout, "a cache line from CPU %d to %d and back, %s: not measured (%v)\n", a, b, when, err)
+				} else {
 					fmt.Fprintf(stdout, "a cache line from CPU %d to %d and back, %s: %d ns\n", a, b, when, d.Nanoseconds())
 				}
 			}
 			rt("before the run")
 		}
-	}
-	if *plot != "" && !strings.HasSuffix(*plot, ".svg") {
-		return usageError{fmt.Sprintf("--plot %q: only SVG is written; name the file *.svg", *plot)}
 	}
 	results, err := bench.Run(cfg)
 	if err != nil {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
@@ -13,7 +16,7 @@ import (
 // roundTripPair picks two CPUs of the process to time a cache line
 // between: the first allowed CPU and the first allowed one on another
 // core of the same node (a hand-off between two of a node's workers), or
-// ok false with fewer than two cores.
+// ok false without two such cores.
 func roundTripPair(t *topology.Topology) (a, b int, ok bool) {
 	a = t.Allowed.First()
 	if a < 0 {
@@ -42,75 +45,96 @@ func roundTripPair(t *topology.Topology) (a, b int, ok bool) {
 }
 
 // roundTripRounds is how many times each timing passes the line there and
-// back; roundTripBatches how many timings give the median.
+// back; roundTripBatches how many timings give the median; roundTripLimit
+// how long the probe may take in all before it gives up (a CPU other
+// processes keep busy, where the pinned thread waits its turn).
 const (
 	roundTripRounds  = 10000
 	roundTripBatches = 5
+	roundTripLimit   = time.Second
 )
+
+// errRoundTripSlow is roundTrip's error when it gives up.
+var errRoundTripSlow = errors.New("gave up after " + roundTripLimit.String())
 
 // roundTrip times a cache line written on CPU a, read and answered on CPU
 // b, and read back on a: the floor under any hand-off between threads on
 // those CPUs. On a virtual machine it moves with where the host runs the
 // virtual CPUs, by several times from one minute to the next; a suite
-// run's figures for work that crosses CPUs move with it. Both threads are
-// locked and pinned, and end with their goroutines, masks and all.
+// run's figures for work that crosses CPUs move with it. The two sides
+// spin at once, so the caller needs two processors (GOMAXPROCS); with
+// one, each answer waits for a preemption and the probe gives up after
+// roundTripLimit. Both sides run on threads locked and pinned for the
+// purpose, which get their masks back and end with their goroutines.
 func roundTrip(a, b int) (time.Duration, error) {
 	var line struct {
-		_ [64]byte
-		v atomic.Int64
-		_ [64]byte
+		_ cpu.CacheLinePad
+		v atomic.Int64 // 2i+1: a's i-th ping; 2i+2: b's answer; -1: a gave up
+		_ cpu.CacheLinePad
 	}
 	ready := make(chan error, 2)
 	start := make(chan bool, 1) // true: go; false: end
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		if _, err := pin.Lock(topology.NewCPUSet(b)); err != nil {
+		th, err := pin.Lock(topology.NewCPUSet(b))
+		if err != nil {
 			ready <- err
 			return
 		}
+		defer func() { _ = th.RestoreMask() }() // the thread ends with the goroutine either way
 		ready <- nil
 		if !<-start {
 			return
 		}
 		for i := int64(0); i < roundTripBatches*roundTripRounds; i++ {
-			for line.v.Load() != 2*i+1 {
+			for v := line.v.Load(); v != 2*i+1; v = line.v.Load() {
+				if v < 0 {
+					return
+				}
 			}
 			line.v.Store(2*i + 2)
 		}
 	}()
 	var times []time.Duration
-	err := func() error {
-		done := make(chan error, 1)
-		go func() {
-			if _, err := pin.Lock(topology.NewCPUSet(a)); err != nil {
-				done <- err
-				return
-			}
-			if err := <-ready; err != nil {
-				done <- err
-				return
-			}
-			start <- true
-			for k := range int64(roundTripBatches) {
-				begin := time.Now()
-				for i := k * roundTripRounds; i < (k+1)*roundTripRounds; i++ {
-					line.v.Store(2*i + 1)
-					for line.v.Load() != 2*i+2 {
+	done := make(chan error, 1)
+	go func() {
+		th, err := pin.Lock(topology.NewCPUSet(a))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = th.RestoreMask() }() // the thread ends with the goroutine either way
+		if err := <-ready; err != nil {
+			done <- err
+			return
+		}
+		start <- true
+		deadline := time.Now().Add(roundTripLimit)
+		for k := range int64(roundTripBatches) {
+			begin := time.Now()
+			for i := k * roundTripRounds; i < (k+1)*roundTripRounds; i++ {
+				line.v.Store(2*i + 1)
+				for spins := 1; line.v.Load() != 2*i+2; spins++ {
+					if spins%(1<<16) == 0 && time.Now().After(deadline) {
+						line.v.Store(-1)
+						done <- errRoundTripSlow
+						return
 					}
 				}
-				times = append(times, time.Since(begin)/roundTripRounds)
 			}
-			done <- nil
-		}()
-		return <-done
+			times = append(times, time.Since(begin)/roundTripRounds)
+		}
+		done <- nil
 	}()
+	err := <-done
 	if err != nil {
-		start <- false // the answering side, if it was pinned, ends
-		<-answered
-		return 0, fmt.Errorf("timing CPUs %d and %d: %w", a, b, err)
+		start <- false // if the answering side waits to start, it ends
 	}
 	<-answered
+	if err != nil {
+		return 0, fmt.Errorf("timing CPUs %d and %d: %w", a, b, err)
+	}
 	slices.Sort(times)
 	return times[len(times)/2], nil
 }

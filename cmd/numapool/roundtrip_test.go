@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -42,37 +44,84 @@ func TestRoundTripPairTakesAnotherCore(t *testing.T) {
 }
 
 // The probe returns a time a cache line can take (tens to hundreds of
-// nanoseconds), and a CPU it cannot pin to is an error that names it, not
-// a hang.
+// nanoseconds); a side that cannot be pinned, either one, is an error
+// that carries pin's, not a hang; and neither side leaves a thread
+// narrowed behind it, the calling one included.
 func TestRoundTrip(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("threads are pinned on Linux only")
 	}
 	topo := topology.Discover()
-	if a, b, ok := roundTripPair(topo); ok {
+	// narrowed counts the process's threads whose mask is not the
+	// process's: a side that ended on a thread the runtime keeps (the
+	// main thread is parked, not ended) must have put its mask back.
+	narrowed := func() int {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			if m, err := topology.ThreadAffinity(tid); err == nil && !m.Equal(topo.Allowed) {
+				n++
+			}
+		}
+		return n
+	}
+	before := narrowed()
+	if a, b, ok := roundTripPair(topo); ok && runtime.GOMAXPROCS(0) > 1 {
 		d, err := roundTrip(a, b)
 		if err != nil || d <= 0 || d > time.Millisecond {
 			t.Errorf("CPUs %d and %d: %v, %v; want a duration under a millisecond", a, b, d, err)
 		}
+	} else {
+		t.Log("no two cores to time between")
 	}
 	bad := 100000
-	done := make(chan error, 1)
-	go func() { _, err := roundTrip(topo.Allowed.First(), bad); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), strconv.Itoa(bad)) {
-			t.Errorf("CPU %d: err %v, want one that names the CPU", bad, err)
+	for _, pair := range [][2]int{{topo.Allowed.First(), bad}, {bad, topo.Allowed.First()}} {
+		done := make(chan error, 1)
+		go func() { _, err := roundTrip(pair[0], pair[1]); done <- err }()
+		select {
+		case err := <-done:
+			var inner error
+			if err != nil {
+				inner = errors.Unwrap(err)
+			}
+			if inner == nil || !strings.Contains(inner.Error(), strconv.Itoa(bad)) {
+				t.Errorf("CPUs %d and %d: err %v, want pin's error naming CPU %d", pair[0], pair[1], err, bad)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("CPUs %d and %d: the probe hung", pair[0], pair[1])
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("CPU %d: the probe hung", bad)
+	}
+	if after := narrowed(); after > before {
+		t.Errorf("%d threads with a narrowed mask after the probes, %d before", after, before)
+	}
+}
+
+// With one processor the two sides cannot spin at once: each answer waits
+// for the runtime to preempt the other side. The probe then gives up at
+// its time limit, with an error, and both sides end.
+func TestRoundTripGivesUp(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs to pin to")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cpus := topology.Discover().Allowed.List()
+	begin := time.Now()
+	_, err := roundTrip(cpus[0], cpus[1])
+	took := time.Since(begin)
+	if !errors.Is(err, errRoundTripSlow) || took > 10*roundTripLimit {
+		t.Errorf("one processor: %v after %v, want %v after about %v", err, took, errRoundTripSlow, roundTripLimit)
 	}
 }
 
 // bench prints the round trip before and after the run, and not with
 // --mode, whose run perf stat measures.
 func TestBenchPrintsTheRoundTrip(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
-		t.Skip("needs two CPUs to pin to")
+	if _, _, ok := roundTripPair(topology.Discover()); runtime.GOOS != "linux" || !ok || runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two cores to pin to")
 	}
 	_, out, _ := runCmd("bench", "--workload", "spawn", "--contender", "sequential", "--reps", "1", "--size", "0.01")
 	re := regexp.MustCompile(`(?m)^a cache line from CPU \d+ to \d+ and back, (before the run|after it): \d+ ns$`)
