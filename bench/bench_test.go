@@ -5,6 +5,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -168,5 +170,58 @@ func TestWriteSVG(t *testing.T) {
 	}
 	if !strings.Contains(svg, "a &lt;test&gt;") || !strings.Contains(svg, "n/a") {
 		t.Errorf("labels not escaped or n/a missing:\n%s", svg)
+	}
+}
+
+// A workload's repetitions go round its contenders, each round starting
+// one further on, each repetition on a contender started for it; results
+// come back grouped by contender in repetition order, and a contender
+// that cannot run the workload is asked once.
+func TestRepetitionsGoRoundTheContenders(t *testing.T) {
+	cs, err := Select(Contenders(""), "numapool,goroutines,ants,sequential")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	seen := map[*runner]bool{}
+	wl := Workload{Name: "probe", Unit: "x", run: func(r *runner, s float64) (float64, map[string]float64, error) {
+		if r.c.Name == "ants" {
+			return 0, nil, na("not this one")
+		}
+		if s == 1 { // not the warm-up
+			order = append(order, r.c.Name)
+			if seen[r] {
+				t.Errorf("%s: two repetitions on one start", r.c.Name)
+			}
+			seen[r] = true
+		}
+		return 1, nil, nil
+	}}
+	var progress []int
+	cfg := Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1,
+		Progress: func(done, total int, _ string) { progress = append(progress, done, total) }}
+	results, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"numapool", "goroutines", "sequential",
+		"goroutines", "sequential", "numapool",
+		"sequential", "numapool", "goroutines",
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("order of repetitions %v, want %v", order, want)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, fmt.Sprintf("%s/%d/%s", r.Contender, r.Rep, r.NA))
+	}
+	wantRes := []string{"numapool/0/", "numapool/1/", "numapool/2/", "goroutines/0/", "goroutines/1/", "goroutines/2/",
+		"ants/0/not this one", "sequential/0/", "sequential/1/", "sequential/2/"}
+	if !slices.Equal(got, wantRes) {
+		t.Errorf("results %v, want %v", got, wantRes)
+	}
+	if n := len(progress); n < 2 || progress[n-2] != 12 || progress[n-1] != 12 {
+		t.Errorf("progress ended at %v, want 12 of 12", progress[max(n-2, 0):])
 	}
 }

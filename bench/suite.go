@@ -38,23 +38,41 @@ type Result struct {
 	Stats     *pool.Counters     `json:"stats,omitempty"` // numapool's counters over the repetition
 }
 
-// Run runs every workload on every contender Reps times, each contender
-// started once per workload, and returns every repetition.
+// Run runs every workload on every contender Reps times and returns every
+// repetition, grouped by workload and contender. A workload's repetitions
+// go round its contenders: the first of each, then the second of each,
+// each round starting one contender further on. A machine that slows down
+// for a minute (a shared host does) then slows every contender alike,
+// not only the one whose turn it was. Each repetition has its contender
+// started, warmed up and stopped for it (start says why only one at a
+// time).
 func Run(cfg Config) ([]Result, error) {
-	var out []Result
-	total := len(cfg.Workloads) * len(cfg.Contenders)
+	reps := max(cfg.Reps, 1)
+	total := len(cfg.Workloads) * len(cfg.Contenders) * reps
 	done := 0
+	var out []Result
 	for _, wl := range cfg.Workloads {
-		for _, c := range cfg.Contenders {
-			if cfg.Progress != nil {
-				cfg.Progress(done, total, wl.Name+" / "+c.Name)
+		got := make([][]Result, len(cfg.Contenders))
+		for rep := range reps {
+			for i := range cfg.Contenders {
+				k := (rep + i) % len(cfg.Contenders)
+				c := cfg.Contenders[k]
+				if cfg.Progress != nil {
+					cfg.Progress(done, total, wl.Name+" / "+c.Name)
+				}
+				done++
+				if len(got[k]) > 0 && got[k][0].NA != "" {
+					continue // it cannot run this workload
+				}
+				res, err := runRep(wl, c, cfg, rep)
+				if err != nil {
+					return out, fmt.Errorf("bench: %s on %s: %w", wl.Name, c.Name, err)
+				}
+				got[k] = append(got[k], res)
 			}
-			res, err := runOne(wl, c, cfg)
-			if err != nil {
-				return out, fmt.Errorf("bench: %s on %s: %w", wl.Name, c.Name, err)
-			}
-			out = append(out, res...)
-			done++
+		}
+		for _, rs := range got {
+			out = append(out, rs...)
 		}
 	}
 	if cfg.Progress != nil {
@@ -63,41 +81,41 @@ func Run(cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-func runOne(wl Workload, c Contender, cfg Config) ([]Result, error) {
+// runRep starts c, warms it up on wl at a quarter of the size unless
+// told not to, runs repetition rep and stops c.
+func runRep(wl Workload, c Contender, cfg Config, rep int) (Result, error) {
 	r, err := start(c)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	defer r.stop()
+	notRun := func(err error) Result {
+		return Result{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}
+	}
 	if !cfg.SkipWarmup {
 		if _, _, err := wl.run(r, cfg.Scale/4); IsNA(err) {
-			return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}, nil
+			return notRun(err), nil
 		} else if err != nil {
-			return nil, err
+			return Result{}, err
 		}
 	}
-	var out []Result
-	for rep := range max(cfg.Reps, 1) {
-		var before pool.Counters
-		if r.p != nil {
-			before = r.p.Stats().Total
-		}
-		v, extra, err := wl.run(r, cfg.Scale)
-		if IsNA(err) {
-			return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
-		if r.p != nil {
-			st := r.p.Stats().Total
-			d := st.Sub(before)
-			res.Stats = &d
-		}
-		out = append(out, res)
+	var before pool.Counters
+	if r.p != nil {
+		before = r.p.Stats().Total
 	}
-	return out, nil
+	v, extra, err := wl.run(r, cfg.Scale)
+	if IsNA(err) {
+		return notRun(err), nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
+	if r.p != nil {
+		d := r.p.Stats().Total.Sub(before)
+		res.Stats = &d
+	}
+	return res, nil
 }
 
 // Summary is one contender on one workload over its repetitions.
