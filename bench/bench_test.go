@@ -174,7 +174,8 @@ func TestWriteSVG(t *testing.T) {
 }
 
 // A workload's repetitions go round its contenders, each round starting
-// one further on, each repetition on a contender started for it; results
+// one further on, each repetition on a contender started and warmed up
+// (at the same size) for it; results
 // come back grouped by contender in repetition order, and a contender
 // that cannot run the workload is asked once.
 func TestRepetitionsGoRoundTheContenders(t *testing.T) {
@@ -183,17 +184,21 @@ func TestRepetitionsGoRoundTheContenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	seen := map[*runner]bool{}
+	calls := map[*runner]int{}
 	wl := Workload{Name: "probe", Unit: "x", run: func(r *runner, s float64) (float64, map[string]float64, error) {
 		if r.c.Name == "ants" {
 			return 0, nil, na("not this one")
 		}
-		if s == 1 { // not the warm-up
+		if s != 1 {
+			t.Errorf("%s: run at scale %v, want the repetition's 1 (the warm-up too)", r.c.Name, s)
+		}
+		calls[r]++
+		switch calls[r] {
+		case 1: // the warm-up
+		case 2:
 			order = append(order, r.c.Name)
-			if seen[r] {
-				t.Errorf("%s: two repetitions on one start", r.c.Name)
-			}
-			seen[r] = true
+		default:
+			t.Errorf("%s: two repetitions on one start", r.c.Name)
 		}
 		return 1, nil, nil
 	}}

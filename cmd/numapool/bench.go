@@ -20,7 +20,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	contenders := fs.String("contender", "", "comma-separated contenders (default: all)")
 	mode := fs.String("mode", "", "run one contender alone, without warm-up (for perf stat)")
 	reps := fs.Int("reps", 5, "repetitions per contender and workload")
-	size := fs.String("size", "quick", "quick (about 25 s on 2 cores), full, or a scale factor such as 0.5")
+	size := fs.String("size", "quick", "quick (about 45 s on 2 cores), full, or a scale factor such as 0.5")
 	spec := fs.String("spec", "", "synthetic topology for the numapool contenders, e.g. 2x2")
 	asJSON := fs.Bool("json", false, "print every repetition as JSON instead of tables")
 	asCSV := fs.Bool("csv", false, "print every repetition as CSV instead of tables")

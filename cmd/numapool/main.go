@@ -34,7 +34,7 @@ commands:
           --spec SPEC   a synthetic topology mapped onto the allowed CPUs:
                         2x4 (nodes x CPUs), 2x4x2 (nodes x cores x threads),
                         or "0-1;2-3" (OS CPUs per node)
-  bench   run the comparison suite (default: quick, about 25 s on 2 cores)
+  bench   run the comparison suite (default: quick, about 45 s on 2 cores)
           --workload W,... --contender C,... --mode C --reps N --size quick|full|F
           --spec SPEC --json --csv --plot FILE.svg
   explain start a pool and show where its workers are and how they are bound
