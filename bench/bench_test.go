@@ -230,3 +230,34 @@ func TestRepetitionsGoRoundTheContenders(t *testing.T) {
 		t.Errorf("progress ended at %v, want 12 of 12", progress[max(n-2, 0):])
 	}
 }
+
+// Alone (perf stat's --mode) runs a contender's repetitions on one start
+// without a warm-up.
+func TestAloneRunsOneStartWithoutWarmup(t *testing.T) {
+	cs, err := Select(Contenders(""), "goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[*runner]int{}
+	wl := Workload{Name: "probe", Unit: "x", run: func(r *runner, s float64) (float64, map[string]float64, error) {
+		calls[r]++
+		return float64(calls[r]), nil, nil
+	}}
+	results, err := Run(Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1, Alone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("%d starts, want 1", len(calls))
+	}
+	var got []float64
+	for i, r := range results {
+		if r.Rep != i {
+			t.Errorf("result %d is repetition %d", i, r.Rep)
+		}
+		got = append(got, r.Value)
+	}
+	if !slices.Equal(got, []float64{1, 2, 3}) {
+		t.Errorf("calls per repetition %v, want [1 2 3] (no warm-up)", got)
+	}
+}

@@ -21,8 +21,10 @@ type Config struct {
 	Reps       int     // repetitions per contender and workload
 	Scale      float64 // input size: 1 is the full suite, smaller is quicker
 	Progress   func(done, total int, what string)
-	SkipWarmup bool
-	KeepPerRep bool
+	// Alone runs each contender's repetitions on one start, without a
+	// warm-up and without going round the others: for perf stat, which
+	// counts a whole process running one contender (--mode).
+	Alone bool
 }
 
 // Result is one repetition of one workload by one contender; a contender
@@ -45,7 +47,7 @@ type Result struct {
 // for a minute (a shared host does) then slows every contender alike,
 // not only the one whose turn it was. Each repetition has its contender
 // started, warmed up and stopped for it (start says why only one at a
-// time).
+// time), unless cfg.Alone.
 func Run(cfg Config) ([]Result, error) {
 	reps := max(cfg.Reps, 1)
 	total := len(cfg.Workloads) * len(cfg.Contenders) * reps
@@ -61,14 +63,18 @@ func Run(cfg Config) ([]Result, error) {
 					cfg.Progress(done, total, wl.Name+" / "+c.Name)
 				}
 				done++
-				if len(got[k]) > 0 && got[k][0].NA != "" {
-					continue // it cannot run this workload
+				if len(got[k]) > 0 && (got[k][0].NA != "" || cfg.Alone) {
+					continue // it cannot run this workload, or ran all its repetitions
 				}
-				res, err := runRep(wl, c, cfg, rep)
+				first, last := rep, rep
+				if cfg.Alone {
+					first, last = 0, reps-1
+				}
+				res, err := runReps(wl, c, cfg, first, last)
 				if err != nil {
 					return out, fmt.Errorf("bench: %s on %s: %w", wl.Name, c.Name, err)
 				}
-				got[k] = append(got[k], res)
+				got[k] = append(got[k], res...)
 			}
 		}
 		for _, rs := range got {
@@ -81,45 +87,49 @@ func Run(cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// runRep starts c, warms it up on wl at the repetition's size unless told
-// not to, runs repetition rep and stops c. A smaller warm-up leaves a
-// pool short of what a full-size run needs: a million spawned tasks grow
-// a node's shard by about 17 MB of segments, and a pool warmed on a
-// quarter of them allocated those during the run and spent 55-65 ns per
-// task on spawn-local instead of 34-43.
-func runRep(wl Workload, c Contender, cfg Config, rep int) (Result, error) {
+// runReps starts c, warms it up on wl at the repetitions' size unless
+// cfg.Alone, runs repetitions first to last and stops c. A smaller
+// warm-up leaves a pool short of what a full-size run needs: a million
+// spawned tasks grow a node's shard by about 17 MB of segments, and a
+// pool warmed on a quarter of them allocated those during the run and
+// spent 55-70 ns per task on spawn-local instead of 33-43.
+func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, error) {
 	r, err := start(c)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	defer r.stop()
-	notRun := func(err error) Result {
-		return Result{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}
+	notRun := func(err error) []Result {
+		return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}
 	}
-	if !cfg.SkipWarmup {
+	if !cfg.Alone {
 		if _, _, err := wl.run(r, cfg.Scale); IsNA(err) {
 			return notRun(err), nil
 		} else if err != nil {
-			return Result{}, err
+			return nil, err
 		}
 	}
-	var before pool.Counters
-	if r.p != nil {
-		before = r.p.Stats().Total
+	var out []Result
+	for rep := first; rep <= last; rep++ {
+		var before pool.Counters
+		if r.p != nil {
+			before = r.p.Stats().Total
+		}
+		v, extra, err := wl.run(r, cfg.Scale)
+		if IsNA(err) {
+			return notRun(err), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
+		if r.p != nil {
+			d := r.p.Stats().Total.Sub(before)
+			res.Stats = &d
+		}
+		out = append(out, res)
 	}
-	v, extra, err := wl.run(r, cfg.Scale)
-	if IsNA(err) {
-		return notRun(err), nil
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{Workload: wl.Name, Contender: c.Name, Rep: rep, Value: v, Unit: wl.Unit, Extra: extra}
-	if r.p != nil {
-		d := r.p.Stats().Total.Sub(before)
-		res.Stats = &d
-	}
-	return res, nil
+	return out, nil
 }
 
 // Summary is one contender on one workload over its repetitions.

@@ -61,7 +61,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if *plot != "" && !strings.HasSuffix(*plot, ".svg") {
 		return usageError{fmt.Sprintf("--plot %q: only SVG is written; name the file *.svg", *plot)}
 	}
-	cfg := bench.Config{Workloads: wls, Contenders: cs, Reps: *reps, Scale: scale, SkipWarmup: *mode != ""}
+	cfg := bench.Config{Workloads: wls, Contenders: cs, Reps: *reps, Scale: scale, Alone: *mode != ""}
 	if isTerminal(os.Stderr) && *mode == "" {
 		cfg.Progress = progressBar(os.Stderr)
 	}
