@@ -55,6 +55,7 @@ func Contenders(spec string) []Contender {
 		np("numapool-threads", pool.WithBinding(pin.Threads)),
 		np("numapool-cores", pool.WithBinding(pin.Cores)),
 		np("numapool-none", pool.WithBinding(pin.None)),
+		np("numapool-goroutines", pool.WithBinding(pin.Goroutines)),
 		np("numapool-active", pool.WithWaitPolicy(pool.Active)),
 		{Name: "goroutines", kind: kindGoroutines},
 		{Name: "ants", kind: kindAnts},

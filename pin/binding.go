@@ -26,9 +26,18 @@ const (
 	LLCaches
 	// None leaves the thread's mask alone.
 	None
+	// Goroutines binds nothing and locks nothing: a worker is a plain
+	// goroutine, which the Go scheduler runs on whichever thread it has,
+	// so a task may move between threads when it blocks or is preempted.
+	// Not OpenMP's: a pool fed by other goroutines then hands work over
+	// as a channel does, without switching OS threads, since a goroutine
+	// locked to a thread can run on no other and every hand-off between
+	// it and an unlocked one (a submitter, the collector's workers) is a
+	// thread switch.
+	Goroutines
 )
 
-var bindingNames = [...]string{NUMADomains: "numa_domains", Cores: "cores", Threads: "threads", LLCaches: "ll_caches", None: "none"}
+var bindingNames = [...]string{NUMADomains: "numa_domains", Cores: "cores", Threads: "threads", LLCaches: "ll_caches", None: "none", Goroutines: "goroutines"}
 
 func (b Binding) String() string {
 	if b < 0 || int(b) >= len(bindingNames) {
@@ -37,18 +46,20 @@ func (b Binding) String() string {
 	return bindingNames[b]
 }
 
-// ParseBinding parses threads, cores, ll_caches, numa_domains or none.
+// ParseBinding parses threads, cores, ll_caches, numa_domains, none or
+// goroutines.
 func ParseBinding(s string) (Binding, error) {
 	for b, name := range bindingNames {
 		if s == name {
 			return Binding(b), nil
 		}
 	}
-	return 0, fmt.Errorf("pin: unknown binding %q (want threads, cores, ll_caches, numa_domains or none)", s)
+	return 0, fmt.Errorf("pin: unknown binding %q (want threads, cores, ll_caches, numa_domains, none or goroutines)", s)
 }
 
 // Place returns the OS CPUs a worker that runs on topology CPU cpu binds
-// to under b, restricted to the allowed CPUs; an empty set for None.
+// to under b, restricted to the allowed CPUs; an empty set for None and
+// Goroutines.
 // A cache domain the topology does not know falls back to the node.
 func Place(t *topology.Topology, b Binding, cpu int) (topology.CPUSet, error) {
 	c, ok := t.CPU(cpu)
@@ -60,7 +71,7 @@ func Place(t *topology.Topology, b Binding, cpu int) (topology.CPUSet, error) {
 	}
 	var set topology.CPUSet
 	switch b {
-	case None:
+	case None, Goroutines:
 		return topology.CPUSet{}, nil
 	case Threads:
 		set = topology.NewCPUSet(cpu)

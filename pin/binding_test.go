@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseBinding(t *testing.T) {
-	for _, b := range []Binding{NUMADomains, Cores, Threads, LLCaches, None} {
+	for _, b := range []Binding{NUMADomains, Cores, Threads, LLCaches, None, Goroutines} {
 		got, err := ParseBinding(b.String())
 		if err != nil || got != b {
 			t.Errorf("ParseBinding(%q) = %v, %v", b.String(), got, err)
@@ -36,6 +36,7 @@ func TestPlace(t *testing.T) {
 		{LLCaches, 5, "4-7"},
 		{NUMADomains, 5, "4-7"},
 		{None, 5, ""},
+		{Goroutines, 5, ""},
 	} {
 		got, err := Place(topo, tc.b, tc.cpu)
 		if err != nil {

@@ -5,7 +5,9 @@
 // makes one worker group per NUMA node that has CPUs the process may use,
 // and starts workers: goroutines locked to OS threads bound to their
 // node's CPUs (OpenMP's numa_domains by default; cores, threads,
-// ll_caches or none by option). Each worker owns a bounded lock-free run
+// ll_caches or none by option; or, with pin.Goroutines, plain goroutines
+// locked to no thread, which hand work to and from other goroutines
+// without switching threads). Each worker owns a bounded lock-free run
 // queue (package queue); each node has an inject shard for work from
 // outside, and a pinned shard for work that must stay on the node
 // (SubmitToStrict, ParallelFor's node blocks), which only the node's

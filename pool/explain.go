@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/launch"
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -47,8 +48,12 @@ func (p *Pool) Explain() string {
 			if bound == "" {
 				bound = "unbound"
 			}
+			on := "thread bound to " + bound
+			if p.cfg.binding == pin.Goroutines {
+				on = "a goroutine on any thread (not locked to one)"
+			}
 			os := t.OSCPUs(singleton(w.cpu))
-			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
+			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), %s\n", w.id, w.cpu, os, on)
 		}
 	}
 	if len(p.degraded) == 0 {

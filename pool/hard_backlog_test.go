@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/queue"
 )
 
@@ -133,6 +134,9 @@ func TestHardBacklogAbortAccounting(t *testing.T) {
 		if iter%3 != 0 {
 			opts = append(opts, WithShardBound(1+rng.IntN(8)))
 		}
+		if (iter/4)%3 == 1 {
+			opts = append(opts, WithBinding(pin.Goroutines)) // each spec once or twice
+		}
 		var panics atomic.Int64
 		var panicky func() bool
 		if iter%4 == 1 {
@@ -231,6 +235,9 @@ func TestHardBacklogDrain(t *testing.T) {
 	for iter := range 16 {
 		spec := backlogSpecs[iter%len(backlogSpecs)]
 		opts := specOpts(spec, WithShardBound(1+iter%8))
+		if (iter/4)%2 == 1 {
+			opts = append(opts, WithBinding(pin.Goroutines))
+		}
 		p := newTestPool(t, opts...)
 		l := newLedger(1 << 17)
 		fanout := 2*backlog + 7

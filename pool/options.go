@@ -151,9 +151,12 @@ func WithWorkers(n int) Option {
 }
 
 // WithBinding sets how workers are bound (default pin.NUMADomains).
+// pin.Goroutines binds nothing and locks no worker to a thread: a task
+// may then change threads mid-way, and hand-offs with other goroutines
+// cost no thread switch.
 func WithBinding(b pin.Binding) Option {
 	return optionFunc(func(c *config) error {
-		if b < pin.NUMADomains || b > pin.None {
+		if b < pin.NUMADomains || b > pin.Goroutines {
 			return fmt.Errorf("pool: WithBinding(%v): unknown binding", b)
 		}
 		c.binding, c.bindingSet = b, true
@@ -267,7 +270,7 @@ func WithoutEnv() Option {
 // explicit options override.
 const (
 	EnvNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
-	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none
+	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains, none or goroutines
 	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
 	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
 	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1

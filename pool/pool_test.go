@@ -551,6 +551,59 @@ func TestStatsAndExplain(t *testing.T) {
 	}
 }
 
+// With the goroutines binding the workers are plain goroutines: no
+// thread locked, bound or recorded, and Explain says so; every other
+// binding locks each worker to a thread. Fork-join, spawns and outside
+// submissions all run, each exactly once, up to Close.
+func TestGoroutineWorkersAreNotLocked(t *testing.T) {
+	for _, b := range []pin.Binding{pin.Goroutines, pin.None} {
+		p := newTestPool(t, WithSpec("2x2"), WithBinding(b))
+		for _, w := range p.workers {
+			if locked := w.thread != nil; locked != (b != pin.Goroutines) {
+				t.Errorf("binding %v: worker %d locked to a thread: %v", b, w.id, locked)
+			}
+			if b == pin.Goroutines && (w.tid != 0 || !w.bound.IsEmpty() || w.spreadable().Len() != 0) {
+				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, w.tid, w.bound)
+			}
+		}
+		ex := p.Explain()
+		if onAny := strings.Count(ex, "a goroutine on any thread"); (b == pin.Goroutines) != (onAny == 4) {
+			t.Errorf("binding %v: Explain names %d workers as goroutines:\n%s", b, onAny, ex)
+		}
+		const outside, spawns = 2000, 8
+		ran := make([]atomic.Int32, outside*(spawns+1))
+		var wg sync.WaitGroup
+		wg.Add(len(ran))
+		for i := range outside {
+			err := p.Submit(func(w *Worker) {
+				ran[i].Add(1)
+				wg.Done()
+				for k := range spawns {
+					w.Spawn(func(*Worker) { ran[outside+i*spawns+k].Add(1); wg.Done() })
+				}
+				if i%100 == 0 {
+					x, y, err := Fork(w, fibFork, fibArg{18, 6}, fibFork, fibArg{17, 6})
+					if n := x + y; err != nil || n != fibSeq(18)+fibSeq(17) {
+						t.Errorf("Fork in task %d: %d, %v", i, x+y, err)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		within(t, 10*time.Second, "tasks", wg.Wait)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ran {
+			if n := ran[i].Load(); n != 1 {
+				t.Fatalf("binding %v: task %d ran %d times", b, i, n)
+			}
+		}
+	}
+}
+
 // A task in the LIFO slot is not stranded behind the long task that
 // spawned it: an idle worker takes it on its last pass.
 func TestLIFOTaskNotStranded(t *testing.T) {

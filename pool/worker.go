@@ -92,7 +92,7 @@ type Worker struct {
 	c           Counters        // written by the owner only; published to pub
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
-	tid         int             // the worker's OS thread (0 where unknown)
+	tid         int             // the worker's OS thread (0 where unknown, or with no thread of its own)
 	owner       ownerID
 	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
 }
@@ -197,14 +197,17 @@ func (w *Worker) main(placed chan<- error) {
 	w.owner.set()
 	var th *pin.Thread
 	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
-	if err == nil {
+	unlocked := w.pool.cfg.binding == pin.Goroutines // a plain goroutine
+	if err == nil && !unlocked {
 		th, err = pin.Lock(cpus)
 	}
 	if err != nil {
 		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
 		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
 	}
-	w.tid = threadID() // locked now: the thread it keeps
+	if th != nil {
+		w.tid = threadID() // locked now: the thread it keeps
+	}
 	if err == nil {
 		w.bound, w.thread = cpus, th
 		if cpus.Len() > 1 && w.tid > 0 {
@@ -224,7 +227,8 @@ func (w *Worker) main(placed chan<- error) {
 	if th != nil {
 		_ = th.RestoreMask()
 	}
-	// Return still locked: the runtime ends this thread with the goroutine.
+	// Return still locked, if locked: the runtime ends this thread with
+	// the goroutine.
 }
 
 func (w *Worker) loop() {

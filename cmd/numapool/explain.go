@@ -15,7 +15,7 @@ import (
 func explainCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	workers := fs.Int("workers", 0, "number of workers")
-	places := fs.String("places", "", "threads, cores, ll_caches, numa_domains or none")
+	places := fs.String("places", "", "threads, cores, ll_caches, numa_domains, none or goroutines")
 	mode := fs.String("steal", "", "hierarchical or flat")
 	spec := fs.String("spec", "", "synthetic topology")
 	strict := fs.Bool("strict", false, "fail when placement cannot be honoured")
