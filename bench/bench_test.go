@@ -203,8 +203,15 @@ func TestRepetitionsGoRoundTheContenders(t *testing.T) {
 		return 1, nil, nil
 	}}
 	var progress []int
+	var rounds []string
 	cfg := Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1,
-		Progress: func(done, total int, _ string) { progress = append(progress, done, total) }}
+		Progress: func(done, total int, _ string) { progress = append(progress, done, total) },
+		BeforeRound: func(w string) {
+			if len(order)%3 != 0 {
+				t.Errorf("a round began after %d repetitions", len(order))
+			}
+			rounds = append(rounds, w)
+		}}
 	results, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +233,9 @@ func TestRepetitionsGoRoundTheContenders(t *testing.T) {
 	if !slices.Equal(got, wantRes) {
 		t.Errorf("results %v, want %v", got, wantRes)
 	}
+	if !slices.Equal(rounds, []string{"probe", "probe", "probe"}) {
+		t.Errorf("BeforeRound calls %v, want one per round", rounds)
+	}
 	if n := len(progress); n < 2 || progress[n-2] != 12 || progress[n-1] != 12 {
 		t.Errorf("progress ended at %v, want 12 of 12", progress[max(n-2, 0):])
 	}
@@ -243,7 +253,8 @@ func TestAloneRunsOneStartWithoutWarmup(t *testing.T) {
 		calls[r]++
 		return float64(calls[r]), nil, nil
 	}}
-	results, err := Run(Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1, Alone: true})
+	results, err := Run(Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1, Alone: true,
+		BeforeRound: func(string) { t.Error("BeforeRound called when Alone") }})
 	if err != nil {
 		t.Fatal(err)
 	}

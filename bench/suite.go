@@ -25,6 +25,10 @@ type Config struct {
 	// warm-up and without going round the others: for perf stat, which
 	// counts a whole process running one contender (--mode).
 	Alone bool
+	// BeforeRound, if set, is called before each round of a workload's
+	// repetitions, with no contender started (the CLI times how long a
+	// cache line takes between two CPUs there).
+	BeforeRound func(workload string)
 }
 
 // Result is one repetition of one workload by one contender; a contender
@@ -56,6 +60,9 @@ func Run(cfg Config) ([]Result, error) {
 	for _, wl := range cfg.Workloads {
 		got := make([][]Result, len(cfg.Contenders))
 		for rep := range reps {
+			if cfg.BeforeRound != nil && !cfg.Alone {
+				cfg.BeforeRound(wl.Name)
+			}
 			for i := range cfg.Contenders {
 				k := (rep + i) % len(cfg.Contenders)
 				c := cfg.Contenders[k]
@@ -252,6 +259,12 @@ func median(v []float64) float64 {
 
 // WriteTables prints one table per workload.
 func WriteTables(w io.Writer, sums []Summary, wls []Workload) {
+	WriteNotedTables(w, sums, wls, nil)
+}
+
+// WriteNotedTables is WriteTables with a line under a workload's title
+// for each workload that notes has.
+func WriteNotedTables(w io.Writer, sums []Summary, wls []Workload, notes map[string]string) {
 	for _, wl := range wls {
 		var rows []Summary
 		for _, s := range sums {
@@ -267,6 +280,9 @@ func WriteTables(w io.Writer, sums []Summary, wls []Workload) {
 			dir = "higher is better"
 		}
 		fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", wl.Name, wl.About, wl.Unit, dir)
+		if n := notes[wl.Name]; n != "" {
+			fmt.Fprintf(w, "  (%s)\n", n)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  contender\tmedian\tmin-max\tvs best other\tvs sequential\textra")
 		for _, s := range rows {

@@ -66,6 +66,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		cfg.Progress = progressBar(os.Stderr)
 	}
 	var rt func(when string) // prints the CPU-to-CPU round trip (roundtrip.go)
+	var notes map[string]string
 	if !*asJSON && !*asCSV {
 		t := topology.Discover()
 		addHostDetails(&t.Machine)
@@ -83,6 +84,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 				}
 			}
 			rt("before the run")
+			notes = map[string]string{}
+			cfg.BeforeRound = roundTripsBetweenRounds(a, b, notes)
 		}
 	}
 	results, err := bench.Run(cfg)
@@ -108,7 +111,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	case *asCSV:
 		return bench.WriteCSV(stdout, results)
 	}
-	bench.WriteTables(stdout, bench.Summarize(results, wls), wls)
+	bench.WriteNotedTables(stdout, bench.Summarize(results, wls), wls, notes)
 	if rt != nil {
 		rt("after it")
 	}

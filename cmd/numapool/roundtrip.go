@@ -138,3 +138,24 @@ func roundTrip(a, b int) (time.Duration, error) {
 	slices.Sort(times)
 	return times[len(times)/2], nil
 }
+
+// roundTripsBetweenRounds returns the suite's BeforeRound: it times the
+// round trip between CPUs a and b before each round of a workload and
+// keeps, in notes under the workload's name, the range of those timings.
+// A host that slows down for a minute shows there, next to the figures
+// it moved.
+func roundTripsBetweenRounds(a, b int, notes map[string]string) func(workload string) {
+	lo, hi := map[string]time.Duration{}, map[string]time.Duration{}
+	return func(wl string) {
+		d, err := roundTrip(a, b)
+		if err != nil {
+			notes[wl] = fmt.Sprintf("a cache line from CPU %d to %d and back, before a round: not measured (%v)", a, b, err)
+			return
+		}
+		if l, ok := lo[wl]; !ok || d < l {
+			lo[wl] = d
+		}
+		hi[wl] = max(hi[wl], d)
+		notes[wl] = fmt.Sprintf("a cache line from CPU %d to %d and back, before its rounds: %d-%d ns", a, b, lo[wl].Nanoseconds(), hi[wl].Nanoseconds())
+	}
+}

@@ -123,13 +123,33 @@ func TestBenchPrintsTheRoundTrip(t *testing.T) {
 	if _, _, ok := roundTripPair(topology.Discover()); runtime.GOOS != "linux" || !ok || runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs two cores to pin to")
 	}
-	_, out, _ := runCmd("bench", "--workload", "spawn", "--contender", "sequential", "--reps", "1", "--size", "0.01")
+	_, out, _ := runCmd("bench", "--workload", "spawn,fib-20", "--contender", "sequential", "--reps", "2", "--size", "0.01")
 	re := regexp.MustCompile(`(?m)^a cache line from CPU \d+ to \d+ and back, (before the run|after it): \d+ ns$`)
 	if n := len(re.FindAllString(out, -1)); n != 2 {
 		t.Errorf("%d round-trip lines, want 2:\n%s", n, out)
+	}
+	// One under each table's title: the range over its rounds.
+	re = regexp.MustCompile(`(?m)^(spawn|fib-20): .*\n  \(a cache line from CPU \d+ to \d+ and back, before its rounds: (\d+)-(\d+) ns\)$`)
+	tables := re.FindAllStringSubmatch(out, -1)
+	if len(tables) != 2 {
+		t.Errorf("%d tables with the round trip over their rounds, want 2:\n%s", len(tables), out)
+	}
+	for _, m := range tables {
+		if lo, hi := atoi(t, m[2]), atoi(t, m[3]); lo <= 0 || lo > hi {
+			t.Errorf("%s: round trips %d-%d ns", m[1], lo, hi)
+		}
 	}
 	_, out, _ = runCmd("bench", "--workload", "spawn", "--mode", "sequential", "--reps", "1", "--size", "0.01")
 	if strings.Contains(out, "cache line") {
 		t.Errorf("--mode printed the round trip:\n%s", out)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
