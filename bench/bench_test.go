@@ -236,8 +236,12 @@ func TestRepetitionsGoRoundTheContenders(t *testing.T) {
 	if !slices.Equal(rounds, []string{"probe", "probe", "probe"}) {
 		t.Errorf("BeforeRound calls %v, want one per round", rounds)
 	}
-	if n := len(progress); n < 2 || progress[n-2] != 12 || progress[n-1] != 12 {
-		t.Errorf("progress ended at %v, want 12 of 12", progress[max(n-2, 0):])
+	var wantProgress []int
+	for done := range 13 { // one step per contender and round, n/a ones too, then the end
+		wantProgress = append(wantProgress, done, 12)
+	}
+	if !slices.Equal(progress, wantProgress) {
+		t.Errorf("progress (done, total) %v, want %v", progress, wantProgress)
 	}
 }
 
@@ -270,5 +274,36 @@ func TestAloneRunsOneStartWithoutWarmup(t *testing.T) {
 	}
 	if !slices.Equal(got, []float64{1, 2, 3}) {
 		t.Errorf("calls per repetition %v, want [1 2 3] (no warm-up)", got)
+	}
+}
+
+// A contender that says n/a after a repetition that ran is n/a for the
+// workload: no figures mixed with the n/a, and it is not asked again.
+func TestNAAfterARepetitionIsNAForTheWorkload(t *testing.T) {
+	cs, err := Select(Contenders(""), "goroutines,sequential")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	wl := Workload{Name: "probe", Unit: "x", run: func(r *runner, s float64) (float64, map[string]float64, error) {
+		asked[r.c.Name]++
+		if r.c.Name == "goroutines" && asked[r.c.Name] == 4 { // the second repetition
+			return 0, nil, na("not now")
+		}
+		return 1, nil, nil
+	}}
+	results, err := Run(Config{Workloads: []Workload{wl}, Contenders: cs, Reps: 3, Scale: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, fmt.Sprintf("%s/%s", r.Contender, r.NA))
+	}
+	if want := []string{"goroutines/not now", "sequential/", "sequential/", "sequential/"}; !slices.Equal(got, want) {
+		t.Errorf("results %v, want %v", got, want)
+	}
+	if asked["goroutines"] != 4 {
+		t.Errorf("goroutines asked %d times, want 4 (two starts of warm-up and repetition)", asked["goroutines"])
 	}
 }

@@ -27,7 +27,7 @@ type Config struct {
 	Alone bool
 	// BeforeRound, if set, is called before each round of a workload's
 	// repetitions, with no contender started (the CLI times how long a
-	// cache line takes between two CPUs there).
+	// cache line takes between two CPUs there); not when Alone.
 	BeforeRound func(workload string)
 }
 
@@ -80,6 +80,10 @@ func Run(cfg Config) ([]Result, error) {
 				res, err := runReps(wl, c, cfg, first, last)
 				if err != nil {
 					return out, fmt.Errorf("bench: %s on %s: %w", wl.Name, c.Name, err)
+				}
+				if len(res) > 0 && res[0].NA != "" {
+					got[k] = res // n/a at any repetition: n/a for the workload
+					continue
 				}
 				got[k] = append(got[k], res...)
 			}

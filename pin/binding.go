@@ -39,6 +39,14 @@ const (
 
 var bindingNames = [...]string{NUMADomains: "numa_domains", Cores: "cores", Threads: "threads", LLCaches: "ll_caches", None: "none", Goroutines: "goroutines"}
 
+// Valid reports whether b is one of the bindings above.
+func (b Binding) Valid() bool { return b >= NUMADomains && b <= Goroutines }
+
+// LocksThread reports whether a worker under b is locked to an OS thread
+// (every binding but Goroutines), so that a task's body runs on its
+// worker's thread from start to end.
+func (b Binding) LocksThread() bool { return b != Goroutines }
+
 func (b Binding) String() string {
 	if b < 0 || int(b) >= len(bindingNames) {
 		return fmt.Sprintf("Binding(%d)", int(b))

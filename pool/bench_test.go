@@ -85,8 +85,9 @@ func BenchmarkSpawnGoroutine(b *testing.B) { benchSpawnGoroutine(b, spawnWave) }
 // BenchmarkSpawn and its peers keep in flight.
 const spawnFan, spawnWave = 1000, 64
 
-// spawnRoots runs b.N children as roots of spawnFan, calling root(n) to
-// start one of n children, and wg.Wait after every wave roots.
+// spawnRoots runs b.N children in roots of up to spawnFan: root(n)
+// starts a root that spawns n children, each of which calls wg.Done.
+// It waits for the children after every wave roots.
 func spawnRoots(b *testing.B, wg *sync.WaitGroup, wave int, root func(n int)) {
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -63,7 +63,8 @@
 // for an unrecovered panic in a goroutine. Nothing is swallowed.
 //
 // Shutdown: Close stops intake, runs everything queued and everything
-// those tasks spawn, and joins the workers, whose threads exit with them.
+// those tasks spawn, and joins the workers, whose locked threads exit with
+// them.
 // Shutdown(ctx) gives up at ctx's deadline: tasks not started are dropped
 // and counted (Stats.Abandoned), and whoever waits for them gets an error
 // wrapping ErrAbandoned. Every exit may be called any number of times, in

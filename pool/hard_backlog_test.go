@@ -135,7 +135,7 @@ func TestHardBacklogAbortAccounting(t *testing.T) {
 			opts = append(opts, WithShardBound(1+rng.IntN(8)))
 		}
 		if (iter/4)%3 == 1 {
-			opts = append(opts, WithBinding(pin.Goroutines)) // each spec once or twice
+			opts = append(opts, WithBinding(pin.Goroutines)) // each spec twice
 		}
 		var panics atomic.Int64
 		var panicky func() bool

@@ -82,7 +82,7 @@ const (
 
 // Close stops intake (Submit returns ErrClosed), runs every task already
 // queued and every task those spawn, then stops the workers; their
-// threads exit with them. It returns when they have, with nil, or with an
+// locked threads exit with them. It returns when they have, with nil, or with an
 // error wrapping ErrAbandoned when an earlier Shutdown gave up. Close may
 // be called any number of times, also after or during Shutdown. Called
 // from one of the pool's tasks it closes intake and returns ErrInsideTask

@@ -156,7 +156,7 @@ func WithWorkers(n int) Option {
 // cost no thread switch.
 func WithBinding(b pin.Binding) Option {
 	return optionFunc(func(c *config) error {
-		if b < pin.NUMADomains || b > pin.Goroutines {
+		if !b.Valid() {
 			return fmt.Errorf("pool: WithBinding(%v): unknown binding", b)
 		}
 		c.binding, c.bindingSet = b, true
@@ -270,7 +270,7 @@ func WithoutEnv() Option {
 // explicit options override.
 const (
 	EnvNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
-	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains, none or goroutines
+	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none
 	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
 	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
 	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
@@ -299,6 +299,11 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		b, err := pin.ParseBinding(v)
 		if err != nil {
 			return fmt.Errorf("pool: %s=%q: %w", EnvPlaces, v, err)
+		}
+		if !b.LocksThread() {
+			// The environment tunes a program; it must not take away the
+			// thread-locked tasks the program may rely on.
+			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's", EnvPlaces, v)
 		}
 		c.binding = b
 	}

@@ -73,6 +73,8 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 		{nil, map[string]string{EnvBlockTime: "fast"}, EnvBlockTime},
 		{nil, map[string]string{EnvBlockTime: "-5ms"}, "-5ms"},
 		{[]Option{WithWaitPolicy(7)}, nil, "WithWaitPolicy(7)"},
+		{[]Option{WithBinding(pin.Goroutines + 1)}, nil, "WithBinding(Binding(6))"},
+		{nil, map[string]string{EnvPlaces: "goroutines"}, EnvPlaces + `="goroutines": workers locked to no thread are the program's choice`},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
 		if err == nil {

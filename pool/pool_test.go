@@ -604,6 +604,54 @@ func TestGoroutineWorkersAreNotLocked(t *testing.T) {
 	}
 }
 
+// A locked worker runs every task on its thread; a goroutine worker has
+// nothing to place, so a placement that cannot be made (a topology whose
+// CPU list lacks a CPU it allows) leaves it unlocked and undegraded, even
+// WithStrict, while a locked worker runs unbound and says so.
+func TestWorkerThreadsByBinding(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skip("needs Linux thread IDs and two CPUs")
+	}
+	p := newTestPool(t, WithWorkers(2), WithBinding(pin.None))
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		_ = p.Submit(func(w *Worker) {
+			defer wg.Done()
+			runtime.Gosched()
+			if tid := threadID(); tid != w.tid {
+				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, w.tid, tid)
+			}
+		})
+	}
+	wg.Wait()
+	_ = p.Close()
+
+	broken := func() *topology.Topology {
+		topo := topology.Fallback("test")
+		topo.CPUs = topo.CPUs[:len(topo.CPUs)-1] // still allowed, no longer a CPU of it
+		return topo
+	}
+	locked := newTestPool(t, WithTopology(broken()), WithBinding(pin.NUMADomains))
+	if ex := locked.Explain(); !strings.Contains(ex, "runs unbound") {
+		t.Errorf("a locked worker that could not be placed is not reported:\n%s", ex)
+	}
+	_ = locked.Close()
+	free, err := New(WithoutEnv(), WithTopology(broken()), WithBinding(pin.Goroutines), WithStrict())
+	if err != nil {
+		t.Fatalf("goroutine workers refused: %v", err)
+	}
+	defer free.Close()
+	for _, w := range free.workers {
+		if w.thread != nil || w.tid != 0 {
+			t.Errorf("goroutine worker %d locked to thread %d", w.id, w.tid)
+		}
+	}
+	if ex := free.Explain(); strings.Contains(ex, "runs unbound") {
+		t.Errorf("goroutine workers degraded:\n%s", ex)
+	}
+}
+
 // A task in the LIFO slot is not stranded behind the long task that
 // spawned it: an idle worker takes it on its last pass.
 func TestLIFOTaskNotStranded(t *testing.T) {

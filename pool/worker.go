@@ -23,7 +23,8 @@ const (
 )
 
 // Worker is one worker: a goroutine locked to an OS thread bound to its
-// CPUs, with its own run queue. A task receives the worker that runs it;
+// CPUs (under pin.Goroutines, a goroutine locked to none), with its own
+// run queue. A task receives the worker that runs it;
 // the worker's methods may be called only from inside that task (the
 // worker's own goroutine).
 type Worker struct {
@@ -196,16 +197,17 @@ func (w *Worker) main(placed chan<- error) {
 	defer w.pool.workerEnded() // after the mask is put back
 	w.owner.set()
 	var th *pin.Thread
-	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
-	unlocked := w.pool.cfg.binding == pin.Goroutines // a plain goroutine
-	if err == nil && !unlocked {
-		th, err = pin.Lock(cpus)
-	}
-	if err != nil {
-		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
-		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
-	}
-	if th != nil {
+	var cpus topology.CPUSet
+	var err error
+	if w.pool.cfg.binding.LocksThread() { // else a plain goroutine: nothing to place
+		cpus, err = pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
+		if err == nil {
+			th, err = pin.Lock(cpus)
+		}
+		if err != nil {
+			err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
+			th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
+		}
 		w.tid = threadID() // locked now: the thread it keeps
 	}
 	if err == nil {
@@ -674,9 +676,9 @@ func (w *Worker) sleep(until time.Time) bool {
 // workers (through Join's lazy splitting) to expose work. At most half
 // the workers search, so at most half spin.
 //
-// A worker's thread is locked to its goroutine, so while it spins, a
-// goroutine that waits for a processor (a task's waiter, or a worker just
-// woken) may wait for this very one. When the searcher sees that twice in
+// A worker's thread is locked to its goroutine (unless pin.Goroutines),
+// so while it spins, a goroutine that waits for a processor (a task's
+// waiter, or a worker just woken) may wait for this very one. When the searcher sees that twice in
 // a row, a few microseconds apart (crowding), it gives way: with a block
 // time (Passive, or any explicit one) it parks, without one (Active) it
 // yields once.

@@ -141,21 +141,40 @@ func roundTrip(a, b int) (time.Duration, error) {
 
 // roundTripsBetweenRounds returns the suite's BeforeRound: it times the
 // round trip between CPUs a and b before each round of a workload and
-// keeps, in notes under the workload's name, the range of those timings.
-// A host that slows down for a minute shows there, next to the figures
-// it moved.
+// keeps, in notes under the workload's name, the range of those timings
+// (and how many failed, with the last error). A host that slows down for
+// a minute shows there, next to the figures it moved.
 func roundTripsBetweenRounds(a, b int, notes map[string]string) func(workload string) {
-	lo, hi := map[string]time.Duration{}, map[string]time.Duration{}
+	type trips struct {
+		lo, hi        time.Duration
+		timed, failed int
+		err           error
+	}
+	seen := map[string]*trips{}
 	return func(wl string) {
-		d, err := roundTrip(a, b)
-		if err != nil {
-			notes[wl] = fmt.Sprintf("a cache line from CPU %d to %d and back, before a round: not measured (%v)", a, b, err)
-			return
+		tr := seen[wl]
+		if tr == nil {
+			tr = &trips{}
+			seen[wl] = tr
 		}
-		if l, ok := lo[wl]; !ok || d < l {
-			lo[wl] = d
+		if d, err := roundTrip(a, b); err != nil {
+			tr.failed, tr.err = tr.failed+1, err
+		} else {
+			if tr.timed == 0 || d < tr.lo {
+				tr.lo = d
+			}
+			tr.hi = max(tr.hi, d)
+			tr.timed++
 		}
-		hi[wl] = max(hi[wl], d)
-		notes[wl] = fmt.Sprintf("a cache line from CPU %d to %d and back, before its rounds: %d-%d ns", a, b, lo[wl].Nanoseconds(), hi[wl].Nanoseconds())
+		note := fmt.Sprintf("a cache line from CPU %d to %d and back, before its rounds: ", a, b)
+		switch {
+		case tr.timed == 0:
+			note += fmt.Sprintf("not measured (%v)", tr.err)
+		case tr.failed == 0:
+			note += fmt.Sprintf("%d-%d ns", tr.lo.Nanoseconds(), tr.hi.Nanoseconds())
+		default:
+			note += fmt.Sprintf("%d-%d ns, %d of %d not measured (%v)", tr.lo.Nanoseconds(), tr.hi.Nanoseconds(), tr.failed, tr.timed+tr.failed, tr.err)
+		}
+		notes[wl] = note
 	}
 }

@@ -153,3 +153,18 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// Timings that fail are counted, not left to hide the rest: a note says
+// how many of a workload's rounds went unmeasured and why.
+func TestRoundTripNotesCountFailures(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("threads are pinned on Linux only")
+	}
+	notes := map[string]string{}
+	before := roundTripsBetweenRounds(topology.Discover().Allowed.First(), 100000, notes)
+	before("w")
+	before("w")
+	if n := notes["w"]; !strings.Contains(n, "not measured") || !strings.Contains(n, "100000") {
+		t.Errorf("note %q: want not measured, naming CPU 100000", n)
+	}
+}
