@@ -103,7 +103,7 @@ func Run(cfg Config) ([]Result, error) {
 // warm-up leaves a pool short of what a full-size run needs: a million
 // spawned tasks grow a node's shard by about 17 MB of segments, and a
 // pool warmed on a quarter of them allocated those during the run and
-// spent 55-70 ns per task on spawn-local instead of 33-43.
+// spent 55-75 ns per task on spawn-local instead of 33-43.
 func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, error) {
 	r, err := start(c)
 	if err != nil {
