@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/launch"
-	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -48,12 +47,12 @@ func (p *Pool) Explain() string {
 			if bound == "" {
 				bound = "unbound"
 			}
-			on := "thread bound to " + bound
-			if p.cfg.binding == pin.Goroutines {
-				on = "a goroutine on any thread (not locked to one)"
-			}
 			os := t.OSCPUs(singleton(w.cpu))
-			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), %s\n", w.id, w.cpu, os, on)
+			if !p.cfg.binding.LocksThread() {
+				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os)
+				continue
+			}
+			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
 		}
 	}
 	if len(p.degraded) == 0 {

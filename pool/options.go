@@ -270,7 +270,7 @@ func WithoutEnv() Option {
 // explicit options override.
 const (
 	EnvNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
-	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none
+	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none (envPlaces)
 	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
 	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
 	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
@@ -280,6 +280,10 @@ const (
 
 // applyEnv fills what no option set from the environment; lookup is
 // os.LookupEnv outside tests.
+// envPlaces lists the bindings NUMAPOOL_PLACES takes: all but
+// pin.Goroutines, which only the program may choose.
+const envPlaces = "threads, cores, ll_caches, numa_domains or none"
+
 func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 	if c.noEnv {
 		return nil
@@ -297,13 +301,13 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get(EnvPlaces); ok && !c.bindingSet {
 		b, err := pin.ParseBinding(v)
-		if err != nil {
-			return fmt.Errorf("pool: %s=%q: %w", EnvPlaces, v, err)
-		}
-		if !b.LocksThread() {
+		if err == nil && !b.LocksThread() {
 			// The environment tunes a program; it must not take away the
 			// thread-locked tasks the program may rely on.
-			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's", EnvPlaces, v)
+			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give %s", EnvPlaces, v, envPlaces)
+		}
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: unknown binding (want %s)", EnvPlaces, v, envPlaces)
 		}
 		c.binding = b
 	}

@@ -57,7 +57,7 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 	}{
 		{nil, map[string]string{EnvNumWorkers: "zero"}, EnvNumWorkers},
 		{nil, map[string]string{EnvNumWorkers: "-2"}, "-2"},
-		{nil, map[string]string{EnvPlaces: "sockets"}, "sockets"},
+		{nil, map[string]string{EnvPlaces: "sockets"}, `"sockets": unknown binding (want threads, cores, ll_caches, numa_domains or none)`},
 		{nil, map[string]string{EnvSteal: "random"}, "random"},
 		{nil, map[string]string{EnvTopology: "2x"}, EnvTopology + `="2x"`},
 		{nil, map[string]string{EnvTopology: "2x1", EnvNodes: "7"}, EnvNodes + `="7"`},
@@ -74,7 +74,7 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 		{nil, map[string]string{EnvBlockTime: "-5ms"}, "-5ms"},
 		{[]Option{WithWaitPolicy(7)}, nil, "WithWaitPolicy(7)"},
 		{[]Option{WithBinding(pin.Goroutines + 1)}, nil, "WithBinding(Binding(6))"},
-		{nil, map[string]string{EnvPlaces: "goroutines"}, EnvPlaces + `="goroutines": workers locked to no thread are the program's choice`},
+		{nil, map[string]string{EnvPlaces: "goroutines"}, EnvPlaces + `="goroutines": workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give threads`},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
 		if err == nil {

@@ -567,7 +567,7 @@ func TestGoroutineWorkersAreNotLocked(t *testing.T) {
 			}
 		}
 		ex := p.Explain()
-		if onAny := strings.Count(ex, "a goroutine on any thread"); (b == pin.Goroutines) != (onAny == 4) {
+		if onAny := strings.Count(ex, "a goroutine on any thread and CPU"); (b == pin.Goroutines) != (onAny == 4) {
 			t.Errorf("binding %v: Explain names %d workers as goroutines:\n%s", b, onAny, ex)
 		}
 		const outside, spawns = 2000, 8
