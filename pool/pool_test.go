@@ -632,12 +632,13 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 		topo.CPUs = topo.CPUs[:len(topo.CPUs)-1] // still allowed, no longer a CPU of it
 		return topo
 	}
-	locked := newTestPool(t, WithTopology(broken()), WithBinding(pin.NUMADomains))
+	// Two workers, whatever GOMAXPROCS: the second gets the missing CPU.
+	locked := newTestPool(t, WithTopology(broken()), WithWorkers(2), WithBinding(pin.NUMADomains))
 	if ex := locked.Explain(); !strings.Contains(ex, "runs unbound") {
 		t.Errorf("a locked worker that could not be placed is not reported:\n%s", ex)
 	}
 	_ = locked.Close()
-	free, err := New(WithoutEnv(), WithTopology(broken()), WithBinding(pin.Goroutines), WithStrict())
+	free, err := New(WithoutEnv(), WithTopology(broken()), WithWorkers(2), WithBinding(pin.Goroutines), WithStrict())
 	if err != nil {
 		t.Fatalf("goroutine workers refused: %v", err)
 	}
