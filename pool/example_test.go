@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
 )
 
@@ -28,6 +29,28 @@ func Example() {
 	_ = p.Close() // runs everything queued and spawned, then stops the workers
 	fmt.Println(sum.Load(), p.Stats().Total.TasksRun)
 	// Output: 12 10
+}
+
+// A pool fed one small task at a time by ordinary goroutines, where
+// placement does not matter: with the goroutines binding its workers are
+// plain goroutines, locked to no thread, so a hand-off to them costs no
+// switch of OS threads (a task may then change threads mid-way).
+func ExampleWithBinding_goroutines() {
+	p, err := pool.New(pool.WithBinding(pin.Goroutines), pool.WithoutEnv())
+	if err != nil {
+		panic(err)
+	}
+	var sum atomic.Int64
+	for i := range 1000 {
+		if err := p.Submit(func(*pool.Worker) { sum.Add(int64(i)) }); err != nil {
+			panic(err)
+		}
+	}
+	if err := p.Close(); err != nil { // runs everything queued
+		panic(err)
+	}
+	fmt.Println(p.Binding(), sum.Load())
+	// Output: goroutines 499500
 }
 
 func ExamplePool_TrySubmit() {
