@@ -43,14 +43,14 @@ func (p *Pool) Explain() string {
 		}
 		b.WriteByte('\n')
 		for _, w := range g.workers {
-			bound := w.bound.String()
-			if bound == "" {
-				bound = "unbound"
-			}
 			os := t.OSCPUs(singleton(w.cpu))
 			if !p.cfg.binding.LocksThread() {
 				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os)
 				continue
+			}
+			bound := w.bound.String()
+			if bound == "" {
+				bound = "unbound"
 			}
 			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
 		}

@@ -82,8 +82,8 @@ const (
 
 // Close stops intake (Submit returns ErrClosed), runs every task already
 // queued and every task those spawn, then stops the workers; their
-// locked threads exit with them. It returns when they have, with nil, or with an
-// error wrapping ErrAbandoned when an earlier Shutdown gave up. Close may
+// locked threads exit with them. It returns when they have, with nil, or
+// with an error wrapping ErrAbandoned when an earlier Shutdown gave up. Close may
 // be called any number of times, also after or during Shutdown. Called
 // from one of the pool's tasks it closes intake and returns ErrInsideTask
 // at once.

@@ -278,12 +278,12 @@ const (
 	EnvBlockTime  = "NUMAPOOL_BLOCKTIME"   // 200us, 1ms, a number of ms, or infinite
 )
 
-// applyEnv fills what no option set from the environment; lookup is
-// os.LookupEnv outside tests.
 // envPlaces lists the bindings NUMAPOOL_PLACES takes: all but
 // pin.Goroutines, which only the program may choose.
 const envPlaces = "threads, cores, ll_caches, numa_domains or none"
 
+// applyEnv fills what no option set from the environment; lookup is
+// os.LookupEnv outside tests.
 func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 	if c.noEnv {
 		return nil

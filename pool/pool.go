@@ -61,8 +61,8 @@ type group struct {
 // goroutine.
 //
 // A Pool that becomes unreachable without Close is closed for you: its
-// queued work still runs, then its workers (and their locked threads) end. Close
-// it yourself to wait for that, or to see an error.
+// queued work still runs, then its workers (and their locked threads)
+// end. Close it yourself to wait for that, or to see an error.
 type Pool struct {
 	*sched
 }

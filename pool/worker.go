@@ -24,9 +24,9 @@ const (
 
 // Worker is one worker: a goroutine locked to an OS thread bound to its
 // CPUs (under pin.Goroutines, a goroutine locked to none), with its own
-// run queue. A task receives the worker that runs it;
-// the worker's methods may be called only from inside that task (the
-// worker's own goroutine).
+// run queue. A task receives the worker that runs it; the worker's
+// methods may be called only from inside that task (the worker's own
+// goroutine).
 type Worker struct {
 	// Set before the workers start and read by all of them.
 	pool    *sched
@@ -678,10 +678,10 @@ func (w *Worker) sleep(until time.Time) bool {
 //
 // A worker's thread is locked to its goroutine (unless pin.Goroutines),
 // so while it spins, a goroutine that waits for a processor (a task's
-// waiter, or a worker just woken) may wait for this very one. When the searcher sees that twice in
-// a row, a few microseconds apart (crowding), it gives way: with a block
-// time (Passive, or any explicit one) it parks, without one (Active) it
-// yields once.
+// waiter, or a worker just woken) may wait for this very one. When the
+// searcher sees that twice in a row, a few microseconds apart (crowding),
+// it gives way: with a block time (Passive, or any explicit one) it
+// parks, without one (Active) it yields once.
 func (w *Worker) spin() *task {
 	p := w.pool
 	limit := p.cfg.spinFor()
