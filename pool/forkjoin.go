@@ -150,12 +150,12 @@ func (w *Worker) helpUntil(done func() bool) {
 			backOff(&idle)
 			continue
 		}
-		t := w.next()
-		if t == nil {
-			t = w.search()
+		it := w.next()
+		if it.none() {
+			it = w.search()
 		}
-		if t != nil {
-			w.run(t)
+		if !it.none() {
+			w.run(it)
 			idle = 0
 			continue
 		}

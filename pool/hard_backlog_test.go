@@ -120,6 +120,10 @@ func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
 	return p.Node(node).Strict().SubmitCtx(ctx, fn)
 }
 
+// backlog is a long backlog in a node's shard: many times what a
+// worker's queue holds.
+const backlog = 4 * queue.Capacity
+
 // Huge Spawn backlogs (far beyond backlog) with outside submissions of
 // every plain kind, while Shutdowns with tiny deadlines and a Close race:
 // every accepted task runs at most once, and the ones that did not run

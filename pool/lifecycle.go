@@ -245,6 +245,17 @@ func (p *sched) workerEnded() {
 	p.dropShards(false)
 }
 
+// dropItem drops the task it, and counts it if count: a plain task queued
+// as its function has no waiter, and dropping it only counts it.
+func (p *sched) dropItem(it item, count bool) {
+	switch {
+	case it.t != nil:
+		p.drop(it.t, count)
+	case count:
+		p.abandoned.Add(1)
+	}
+}
+
 // drop completes t's waiter without running it, and counts it if count.
 func (p *sched) drop(t *task, count bool) {
 	t.release()
@@ -270,12 +281,7 @@ func (p *sched) dropShards(count bool) {
 					break
 				}
 				for _, it := range batch {
-					switch {
-					case it.t != nil:
-						p.drop(it.t, count)
-					case count: // dropping a plain task only counts it
-						p.abandoned.Add(1)
-					}
+					p.dropItem(it, count)
 				}
 			}
 		}
@@ -296,11 +302,11 @@ func (w *Worker) dropQueued() {
 			continue
 		}
 		for {
-			t, ok := v.stealer.StealInto(w.local)
+			it, ok := v.stealer.StealInto(w.local)
 			if !ok {
 				break
 			}
-			p.drop(t, true)
+			p.dropItem(it, true)
 			w.dropLocal(true)
 		}
 		if t := v.lifo.Swap(nil); t != nil {
@@ -320,7 +326,7 @@ func (w *Worker) dropLocal(count bool) {
 	if t := w.lifo.Swap(nil); t != nil {
 		w.pool.drop(t, count)
 	}
-	for t, ok := w.local.Pop(); ok; t, ok = w.local.Pop() {
-		w.pool.drop(t, count)
+	for it, ok := w.local.Pop(); ok; it, ok = w.local.Pop() {
+		w.pool.dropItem(it, count)
 	}
 }

@@ -1,10 +1,6 @@
 package pool
 
-import (
-	"sync"
-
-	"github.com/numapool/numapool/queue"
-)
+import "sync"
 
 // task is one unit of work in a queue: what it does, and where it may
 // run. home >= 0 keeps it inside that node group (SubmitToStrict, a loop's
@@ -22,23 +18,24 @@ type task struct {
 	placeIn *group // the group whose shard bound this task holds a place under, until started
 }
 
-// item is how a node's shard holds a task. A plain task that holds no
-// place under the shard bound is kept as its function and home, without
-// its record: a backlog of spawned tasks then costs a shard slot per task
-// and no record, and a Submit from outside allocates nothing. Any other
-// task is kept as its record (t); home is the task's home either way.
+// item is how a worker's run queue and a node's shard hold a task. A
+// plain task that holds no place under the shard bound is kept as its
+// function and home, without its record: a spawned task that moves to
+// the back of a queue gives its record back at once, a backlog of a
+// million spawned tasks costs a slot per task and no record, and a Submit
+// from outside allocates nothing. Any other task is kept as its record
+// (t); home is the task's home either way. The zero item is no task.
 type item struct {
 	t    *task
 	fn   func(*Worker)
 	home int32
 }
 
-// backlog is the length of a node's inject shard from which a full
-// queue's overflow goes there as functions rather than records (push).
-const backlog = 4 * queue.Capacity
+// none reports whether it is the zero item: no task.
+func (it item) none() bool { return it.t == nil && it.fn == nil }
 
-// itemOf is the item for t, made by the task running on w (or spilled
-// from w's queue); a plain record is given back for reuse.
+// itemOf is the item for t, made by the task running on w (or taken from
+// one of w's slots); a plain record is given back for reuse.
 func (w *Worker) itemOf(t *task) item {
 	if t.plain && t.placeIn == nil {
 		it := item{fn: t.job.(fnJob), home: t.home}
@@ -51,14 +48,13 @@ func (w *Worker) itemOf(t *task) item {
 // item is t queued as its record.
 func (t *task) item() item { return item{t: t, home: t.home} }
 
-// taskOf is the task for it, taken from a shard by w: its record, which
-// gives back its place under the bound, or a plain record made for it.
-func (w *Worker) taskOf(it item) *task {
+// taken is what a worker does to an item it takes from a shard: a record
+// gives back its place under the shard's bound.
+func (it item) taken() item {
 	if it.t != nil {
 		it.t.release()
-		return it.t
 	}
-	return w.newTask(it.fn, it.home)
+	return it
 }
 
 // records is a worker's list of typed records to reuse (Fork's b sides,
@@ -155,8 +151,8 @@ func (w *Worker) newTask(fn func(*Worker), home int32) *task {
 }
 
 // allocTasks makes records a slab at a time, when neither the worker nor
-// the stash has one: a backlog of spawned tasks needs a record each, and
-// one allocation of many costs less than many of one.
+// the stash has one: tasks that wait in a slot, or carry a home, need a
+// record each, and one allocation of many costs less than many of one.
 func (w *Worker) allocTasks(fn func(*Worker), home int32) *task {
 	slab := new([slabTasks]task)
 	for i := range slab[1:] {

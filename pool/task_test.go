@@ -52,15 +52,15 @@ func TestSpawnReusesRecords(t *testing.T) {
 	}
 }
 
-// A backlog in a node's shard holds plain tasks as functions, not records
-// (item): a task on the only worker spawns many more than its queue
-// holds; the shard's first overflows keep their records, the rest only
-// their functions, and every task still runs once, on a worker that
-// makes a record for it again.
-func TestBacklogHoldsFunctions(t *testing.T) {
+// A worker's queue and its node's shard hold plain tasks as functions,
+// not records (item): a task on the only worker spawns many more than its
+// queue holds; every task but the one in the LIFO slot is queued without
+// its record, and every task still runs once, without a record made for
+// it again.
+func TestQueuesHoldFunctions(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"))
 	defer p.Close()
-	n := 4*backlog + 3*queue.Capacity
+	n := 4 * 4 * queue.Capacity
 	counts := make([]atomic.Int32, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
@@ -69,16 +69,22 @@ func TestBacklogHoldsFunctions(t *testing.T) {
 		for i := range n {
 			w.Spawn(func(*Worker) { counts[i].Add(1); wg.Done() })
 		}
-		// Nobody else takes from the shard: this is the only worker.
-		items := w.group.inject.PopN(nil, n)
-		for _, it := range items {
+		// Nobody else takes from the queue or the shard: this is the
+		// only worker.
+		var local []item
+		for it, ok := w.local.Pop(); ok; it, ok = w.local.Pop() {
+			local = append(local, it)
+		}
+		shard := w.group.inject.PopN(nil, n)
+		for _, it := range append(local, shard...) {
 			if it.t != nil {
 				records++
 			} else {
 				functions++
 			}
 		}
-		w.group.inject.Requeue(items...)
+		w.local.PushBatch(local)
+		w.group.inject.Requeue(shard...)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +95,9 @@ func TestBacklogHoldsFunctions(t *testing.T) {
 			t.Fatalf("task %d ran %d times", i, c)
 		}
 	}
-	if records < backlog || functions < n-2*backlog {
-		t.Fatalf("the shard held %d records and %d functions of %d spawned tasks; want the first %d or more as records, %d or more as functions",
-			records, functions, n, backlog, n-2*backlog)
+	if records != 0 || functions != n-1 {
+		t.Fatalf("the queue and the shard held %d records and %d functions of %d spawned tasks; want %d functions and no record",
+			records, functions, n, n-1)
 	}
 }
 

@@ -33,8 +33,8 @@ type Worker struct {
 	group   *group
 	id      int
 	cpu     int // the topology CPU the worker is placed on
-	local   *queue.Local[*task]
-	stealer *queue.Stealer[*task]
+	local   *queue.Local[item]
+	stealer *queue.Stealer[item]
 	wakeCh  chan struct{}
 
 	// What other workers read and write: thieves, wakers, Stats. These
@@ -63,7 +63,7 @@ type Worker struct {
 	// Written by the owner only. Of these, others read only bound, tid and
 	// owner (Stats, explain, a waker's aim), which are set before the
 	// worker runs tasks or as it ends.
-	items     []item // a buffer of items moving between the queue and a shard
+	items     []item // a buffer of items moving from a shard to the queue
 	rng       steal.Rand
 	searching bool
 	// Fairness: every interval tasks the next look starts at the node's
@@ -80,7 +80,6 @@ type Worker struct {
 	busySince time.Time
 	clockOn   bool
 	lifoRuns  int
-	batch     []*task
 	free      []*task     // plain task records to reuse (newTask)
 	joins     []*joinTask // Join records to reuse (joinTask)
 	forks     records     // Fork records to reuse, of any Fork's types (forkRecord)
@@ -99,7 +98,7 @@ type Worker struct {
 }
 
 func newWorker(p *sched, g *group, id, cpu int) *Worker {
-	l, s := queue.New[*task]()
+	l, s := queue.New[item]()
 	interval := initialInterval
 	if p.cfg.interval > 0 {
 		interval = p.cfg.interval
@@ -155,32 +154,17 @@ func (w *Worker) Spawn(fn func(*Worker)) {
 	w.spawn(w.newTask(fn, noHome), inLIFO)
 }
 
-// push appends t to the worker's queue. When the queue is full, its
-// older half goes to the node's inject shard. While the shard is short,
-// the tasks go as their records, which the worker that takes them runs
-// as they are; into a backlog, plain records are given back for reuse
-// and the shard keeps their functions (item), so that a backlog of a
-// million tasks holds no million records for the collector to trace.
+// push appends t to the back of the worker's queue, as its item: a
+// plain record goes back to the worker's list at once (itemOf). When the
+// queue is full, its older half goes to the node's inject shard.
 func (w *Worker) push(t *task) {
-	spilled := w.local.Push(t)
+	spilled := w.local.Push(w.itemOf(t))
 	if spilled == nil {
 		return
 	}
 	w.c.Overflows++
-	items := w.items[:0]
-	if w.group.inject.Len() < backlog {
-		for _, t := range spilled {
-			items = append(items, t.item())
-		}
-	} else {
-		for _, t := range spilled {
-			items = append(items, w.itemOf(t))
-		}
-	}
-	w.group.inject.Requeue(items...)
+	w.group.inject.Requeue(spilled...)
 	clear(spilled)
-	clear(items)
-	w.items = items
 }
 
 // wake gives the worker a wake-up token; a second one before it is used
@@ -240,16 +224,16 @@ func (w *Worker) loop() {
 			w.dropLocal(true)
 			return
 		}
-		t := w.next()
-		if t == nil {
+		it := w.next()
+		if it.none() {
 			w.stopClock()
-			t = w.search()
+			it = w.search()
 		}
-		if t == nil && w.searching {
-			t = w.spin()
+		if it.none() && w.searching {
+			it = w.spin()
 		}
-		if t != nil {
-			w.run(t)
+		if !it.none() {
+			w.run(it)
 			continue
 		}
 		if !w.park() {
@@ -263,11 +247,11 @@ func (w *Worker) loop() {
 // maxLIFORuns in a row), after odd tasks a pinned task, the local queue,
 // then the node's shards in turn (a pinned task, or a batch from the
 // inject shard).
-func (w *Worker) next() *task {
+func (w *Worker) next() item {
 	if w.lookShard {
 		w.lookShard = false
-		if t := w.fromOwnShards(1); t != nil {
-			return t
+		if it := w.fromOwnShards(1); !it.none() {
+			return it
 		}
 	}
 	// Load before Swap: most ticks find the slot empty, and a load costs
@@ -277,7 +261,7 @@ func (w *Worker) next() *task {
 			if w.lifoRuns < maxLIFORuns {
 				w.lifoRuns++
 				w.c.LIFOHits++
-				return t
+				return item{t: t} // run reads the home from the record
 			}
 			w.push(t) // the slot had its turns: to the back of the queue
 		}
@@ -286,12 +270,12 @@ func (w *Worker) next() *task {
 	if w.tick&1 != 0 {
 		// Every other tick a pinned task goes before the local queue,
 		// which a batch from the inject shard may have filled.
-		if t := w.fromPinned(); t != nil {
-			return t
+		if it := w.fromPinned(); !it.none() {
+			return it
 		}
 	}
-	if t, ok := w.local.Pop(); ok {
-		return t
+	if it, ok := w.local.Pop(); ok {
+		return it
 	}
 	return w.fromOwnShards(0)
 }
@@ -299,16 +283,16 @@ func (w *Worker) next() *task {
 // fromOwnShards takes from the node's pinned and inject shards, each
 // first on alternate calls, so that a stream of strict tasks does not
 // starve the others, nor the reverse. n is as for fromShard.
-func (w *Worker) fromOwnShards(n int) *task {
+func (w *Worker) fromOwnShards(n int) item {
 	w.pinnedFirst = !w.pinnedFirst
 	if w.pinnedFirst {
-		if t := w.fromPinned(); t != nil {
-			return t
+		if it := w.fromPinned(); !it.none() {
+			return it
 		}
 		return w.fromShard(w.group, n)
 	}
-	if t := w.fromShard(w.group, n); t != nil {
-		return t
+	if it := w.fromShard(w.group, n); !it.none() {
+		return it
 	}
 	return w.fromPinned()
 }
@@ -318,16 +302,16 @@ func (w *Worker) fromOwnShards(n int) *task {
 // them only to send them back, nor any buffer of one worker, where a
 // blocked task could strand them: the group's workers take them one at a
 // time, which also spreads them evenly inside the node.
-func (w *Worker) fromPinned() *task {
+func (w *Worker) fromPinned() item {
 	if w.group.pinned.IsEmpty() {
-		return nil
+		return item{}
 	}
 	it, ok := w.group.pinned.Pop()
 	if !ok {
-		return nil
+		return item{}
 	}
 	w.c.InjectPulls++
-	return w.taskOf(it)
+	return it.taken()
 }
 
 // tune sets the fairness interval so that about targetLookEvery of work
@@ -374,10 +358,11 @@ func (w *Worker) stopClock() {
 
 // fromShard takes tasks from group g's shard into the local queue and
 // returns the first: n of them, or with n == 0 a fair share,
-// min(len/workers + 1, free/2).
-func (w *Worker) fromShard(g *group, n int) *task {
+// min(len/workers + 1, free/2). They go as the shard held them: a plain
+// task as its function, run without a record.
+func (w *Worker) fromShard(g *group, n int) item {
 	if g.inject.IsEmpty() {
-		return nil
+		return item{}
 	}
 	if n == 0 {
 		share := len(g.workers) // the node's workers split its shard
@@ -388,7 +373,7 @@ func (w *Worker) fromShard(g *group, n int) *task {
 	}
 	items := g.inject.PopN(w.items[:0], max(n, 1))
 	if len(items) == 0 {
-		return nil
+		return item{}
 	}
 	if g == w.group {
 		w.c.InjectPulls++
@@ -396,31 +381,29 @@ func (w *Worker) fromShard(g *group, n int) *task {
 		w.c.StealsCrossNode++
 		w.c.TasksStolenCrossNode += uint64(len(items))
 	}
-	batch := w.batch[:0]
-	for _, it := range items {
-		batch = append(batch, w.taskOf(it))
+	for i := range items {
+		items[i] = items[i].taken()
 	}
-	w.local.PushBatch(batch[1:])
-	t := batch[0]
+	w.local.PushBatch(items[1:])
+	it := items[0]
 	clear(items)
-	clear(batch)
-	w.items, w.batch = items, batch
-	return t
+	w.items = items
+	return it
 }
 
 // search looks for work elsewhere, in victim order: the node's workers
 // and shard, then (one searcher per node at a time) the other nodes. The
 // second pass also takes a victim's LIFO slot when its queue is empty, so
 // that a task spawned before a long one is not stranded.
-func (w *Worker) search() *task {
+func (w *Worker) search() item {
 	p := w.pool
 	if !w.searching {
 		if !p.idle.tryStartSearching(w.group) {
-			return nil
+			return item{}
 		}
 		w.searching = true
 	}
-	var found *task
+	var found item
 	w.keepOff.look()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
@@ -428,7 +411,7 @@ func (w *Worker) search() *task {
 				return false
 			}
 			found = w.stealFrom(v, pass == 1)
-			return found != nil
+			return !found.none()
 		}
 		if p.cfg.mode == steal.Flat {
 			p.layout.Flat(w.id, &w.rng, visit)
@@ -437,11 +420,11 @@ func (w *Worker) search() *task {
 			p.layout.Remote(w.id, &w.rng, visit)
 			w.group.crossSearching.Store(false)
 		}
-		if found != nil {
+		if !found.none() {
 			return found // run ends the search
 		}
 	}
-	return nil
+	return item{}
 }
 
 // leavesAlone reports whether the worker leaves another group g's queues
@@ -507,31 +490,32 @@ func (k *keepOff) next(now time.Time) time.Time {
 // holds reports whether group g is held as of the last look.
 func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }
 
-func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
+func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	p := w.pool
 	if v.IsShard() {
 		if v.Group == w.group.index {
-			if t := w.fromPinned(); t != nil {
-				return t
+			if it := w.fromPinned(); !it.none() {
+				return it
 			}
 		}
 		return w.fromShard(p.groups[v.Group], 0)
 	}
 	vw := p.workers[v.Worker]
 	before := w.local.Len()
-	t, ok := vw.stealer.StealInto(w.local)
+	it, ok := vw.stealer.StealInto(w.local)
 	n := uint64(w.local.Len() - before + 1)
 	if !ok {
 		if jt := vw.joinSlot.Load(); jt != nil && vw.joinSlot.CompareAndSwap(jt, nil) {
-			t, ok, n = jt, true, 1
+			it, ok, n = jt.item(), true, 1
 		}
 	}
 	if !ok && lifo && vw.stealer.IsEmpty() {
-		t = vw.lifo.Swap(nil)
-		ok, n = t != nil, 1
+		if t := vw.lifo.Swap(nil); t != nil {
+			it, ok, n = t.item(), true, 1
+		}
 	}
 	if !ok {
-		return nil
+		return item{}
 	}
 	if v.Group == w.group.index {
 		w.c.StealsInNode++
@@ -541,14 +525,23 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) *task {
 		w.c.TasksStolenCrossNode += n
 	}
 	w.fromWorker = true // fork-join and spawned work: keep a searcher about
-	return t
+	return it
 }
 
-// run runs t on this worker, or sends it home if it must stay on another
-// node.
-func (w *Worker) run(t *task) {
-	if t.home != noHome && w.sendsHome(t) {
-		return
+// run runs it on this worker, or sends it home if it must or should run
+// on another node. A plain task queued as its function runs without a
+// record, unless it has a home, whose node may take it back.
+func (w *Worker) run(it item) {
+	t := it.t
+	if t != nil {
+		if t.home != noHome && w.sendsHome(t) {
+			return
+		}
+	} else if it.home != noHome {
+		t = w.newTask(it.fn, it.home) // sendsHome may queue it, as a record
+		if w.sendsHome(t) {
+			return
+		}
 	}
 	fromWorker := w.fromWorker
 	w.fromWorker = false
@@ -569,9 +562,13 @@ func (w *Worker) run(t *task) {
 		w.busySince, w.clockOn = time.Now(), true
 	}
 	w.c.TasksRun++
-	t.job.run(w)
-	if t.plain {
-		w.reuse(t)
+	if t == nil {
+		w.call(it.fn)
+	} else {
+		t.job.run(w)
+		if t.plain {
+			w.reuse(t)
+		}
 	}
 	w.c.Completed++
 	w.tick++
@@ -682,18 +679,18 @@ func (w *Worker) sleep(until time.Time) bool {
 // searcher sees that twice in a row, a few microseconds apart (crowding),
 // it gives way: with a block time (Passive, or any explicit one) it
 // parks, without one (Active) it yields once.
-func (w *Worker) spin() *task {
+func (w *Worker) spin() item {
 	p := w.pool
 	limit := p.cfg.spinFor()
 	deadline := time.Now().Add(limit)
 	var crowded crowding
 	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
-		if t := w.next(); t != nil {
-			return t
+		if it := w.next(); !it.none() {
+			return it
 		}
-		if t := w.search(); t != nil {
-			return t
+		if it := w.search(); !it.none() {
+			return it
 		}
 		if i%8 != 7 {
 			continue
@@ -706,10 +703,10 @@ func (w *Worker) spin() *task {
 		seq, runnable := p.runnable.waiting(now, w.runnable[:])
 		switch crowded.look(seq, runnable, limit >= 0) {
 		case giveWayPark:
-			return nil
+			return item{}
 		case giveWayYield:
 			runtime.Gosched()
 		}
 	}
-	return nil
+	return item{}
 }
