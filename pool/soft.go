@@ -57,21 +57,27 @@ func preferHome(g int) int32 { return noHome - 1 - int32(g) }
 // noHome is the home of a task that may run anywhere.
 const noHome = -1
 
+// homeGroup is the index of the group a task with home h must or should
+// run in; h is not noHome.
+func homeGroup(h int32) int {
+	if h >= 0 {
+		return int(h)
+	}
+	return int(noHome - 1 - h)
+}
+
 // sendsHome sends t home instead of running it here, and reports whether
 // it did: a task that must run on another group (home >= 0) always, and
 // one that prefers another group (home < noHome) if that group keeps up,
 // keeping w off the group meanwhile.
 func (w *Worker) sendsHome(t *task) bool {
-	if t.home >= 0 {
-		if int(t.home) == w.group.index {
-			return false
-		}
-		w.sendHome(w.pool.groups[t.home], t, false)
-		return true
-	}
-	g := w.pool.groups[noHome-1-t.home]
+	g := w.pool.groups[homeGroup(t.home)]
 	if g == w.group {
 		return false
+	}
+	if t.home >= 0 {
+		w.sendHome(g, t, false)
+		return true
 	}
 	now := time.Now()
 	quiet := time.Duration(w.pool.clock(now) - g.busyAt.Load())

@@ -261,7 +261,7 @@ func (w *Worker) next() item {
 			if w.lifoRuns < maxLIFORuns {
 				w.lifoRuns++
 				w.c.LIFOHits++
-				return item{t: t} // run reads the home from the record
+				return t.item()
 			}
 			w.push(t) // the slot had its turns: to the back of the queue
 		}
@@ -530,14 +530,15 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 
 // run runs it on this worker, or sends it home if it must or should run
 // on another node. A plain task queued as its function runs without a
-// record, unless it has a home, whose node may take it back.
+// record, unless it runs away from its home, whose node may take it back
+// (sendsHome queues a record).
 func (w *Worker) run(it item) {
 	t := it.t
 	if t != nil {
 		if t.home != noHome && w.sendsHome(t) {
 			return
 		}
-	} else if it.home != noHome {
+	} else if it.home != noHome && homeGroup(it.home) != w.group.index {
 		t = w.newTask(it.fn, it.home) // sendsHome may queue it, as a record
 		if w.sendsHome(t) {
 			return
