@@ -55,8 +55,7 @@ func TestSpawnReusesRecords(t *testing.T) {
 // A worker's queue and its node's shard hold plain tasks as functions,
 // not records (item): a task on the only worker spawns many more than its
 // queue holds; every task but the one in the LIFO slot is queued without
-// its record, and every task still runs once, without a record made for
-// it again.
+// its record, and every task still runs once.
 func TestQueuesHoldFunctions(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"))
 	defer p.Close()
