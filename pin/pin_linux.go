@@ -77,6 +77,9 @@ func Lock(cpus topology.CPUSet) (*Thread, error) {
 	return th, nil
 }
 
+// Original returns the thread's mask before Lock bound it.
+func (th *Thread) Original() topology.CPUSet { return th.original }
+
 // Set changes the pinned thread's affinity to cpus.
 func (th *Thread) Set(cpus topology.CPUSet) error {
 	if th.unlocked {

@@ -26,6 +26,9 @@ func Lock(cpus topology.CPUSet) (*Thread, error) {
 	return &Thread{}, nil
 }
 
+// Original returns the empty set: the mask is not known here.
+func (th *Thread) Original() topology.CPUSet { return topology.CPUSet{} }
+
 // Aim returns ErrUnsupported.
 func Aim(tid int, cpus topology.CPUSet) error { return ErrUnsupported }
 

@@ -59,8 +59,34 @@
 // Panics in tasks: a task's panic is recovered and the worker lives on.
 // Join, Fork, Group.Wait, ParallelFor, MapReduce, Run and a Future
 // return it as a *PanicError. A plain task's panic goes to the
-// WithPanicHandler handler; without one, the process fails as it would
-// for an unrecovered panic in a goroutine. Nothing is swallowed.
+// WithPanicHandler handler; without one, or when the handler panics
+// itself, the process fails as it would for an unrecovered panic in a
+// goroutine (exit status 2, GOTRACEBACK and debug.SetCrashOutput apply,
+// the task's stack is in the report). Nothing is swallowed: panic(nil)
+// under GODEBUG=panicnil=1 is a panic too. Tests: TestPanicsEndTheProcess,
+// TestPanicWithoutHandlerCrashes.
+//
+// runtime.Goexit in a task (t.Fatal, t.FailNow and t.SkipNow call it):
+// the task fails, and its waiter (Run, a Future, Join, Fork, Group.Wait,
+// ParallelFor, MapReduce) returns ErrGoexit. Goexit ends every frame of
+// the worker's goroutine, so every task that was waiting on that stack
+// (helping inside a wait, or Run on its own worker) ends too, and its
+// waiter gets ErrGoexit as well. The worker goes on as a new goroutine on
+// a newly locked and bound thread with the same ID, queue, LIFO slot and
+// counters; the Join offer it held is queued, not dropped; the old thread
+// ends; no other goroutine is ever taken for the worker
+// (Stats: Counters.Goexits). A test that calls t.Fatal inside a task thus
+// fails at once with its message. Tests: TestGoexitCompletesWaiters,
+// TestGoexitInPlainTask, TestGoexitHandsOnTheJoinSlot,
+// TestGoexitLeavesNoImpostor, TestGoexitReplacesTheThread,
+// TestFatalInsideTaskFailsTheTest.
+//
+// A task's own runtime.LockOSThread and UnlockOSThread calls, paired or
+// not, cannot take a worker's thread away: the worker holds its lock with
+// room to spare, and if a task unlocks past that, the worker notices at
+// its next stop point (a wake-up, or every 1024 tasks), locks and binds
+// the thread it is on, gives the deserted thread the process's mask back
+// and counts it (Counters.Relocks). Test: TestStrayUnlockKeepsTheThread.
 //
 // Shutdown: Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose locked threads exit with

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +38,8 @@ func within(t testing.TB, d time.Duration, what string, fn func()) {
 	select {
 	case <-done:
 	case <-timer.C:
-		t.Fatalf("%s did not return within %v", what, d)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		t.Fatalf("%s did not return within %v (goroutines dumped above)", what, d)
 	}
 }
 

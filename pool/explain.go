@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,11 +56,14 @@ func (p *Pool) Explain() string {
 			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
 		}
 	}
-	if len(p.degraded) == 0 {
+	p.degradedMu.Lock()
+	degraded := slices.Clone(p.degraded)
+	p.degradedMu.Unlock()
+	if len(degraded) == 0 {
 		b.WriteString("degraded: nothing\n")
 	} else {
 		b.WriteString("degraded:\n")
-		for _, d := range p.degraded {
+		for _, d := range degraded {
 			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
@@ -98,4 +102,11 @@ func blockTimeText(d time.Duration) string {
 		return "idle workers sleep at once"
 	}
 	return fmt.Sprintf("idle workers sleep after %v", d)
+}
+
+// noteDegraded records what no longer holds of the plan, for Explain.
+func (p *sched) noteDegraded(err error) {
+	p.degradedMu.Lock()
+	p.degraded = append(p.degraded, err.Error())
+	p.degradedMu.Unlock()
 }

@@ -61,8 +61,9 @@ type forkRec[XB, RB any] struct {
 }
 
 func (r *forkRec[XB, RB]) run(w *Worker) {
+	r.err = ErrGoexit        // stays if fb ends by runtime.Goexit
+	defer r.done.Store(true) // publishes rb and err, also when fb ends by Goexit
 	r.err = catch(w, func(w *Worker) { r.rb = r.fb(w, r.xb) })
-	r.done.Store(true) // publishes rb and err
 }
 
 func (r *forkRec[XB, RB]) drop(cause error) {

@@ -124,8 +124,9 @@ type joinState struct {
 
 // run runs b.
 func (js *joinState) run(w *Worker) {
+	js.err = ErrGoexit        // stays if b ends by runtime.Goexit
+	defer js.done.Store(true) // publishes js.err, also when b ends by Goexit
 	js.err = catch(w, js.b)
-	js.done.Store(true) // publishes js.err
 }
 
 func (js *joinState) drop(cause error) {

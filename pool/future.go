@@ -123,11 +123,11 @@ func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 
 func (f *Future[T]) run(w *Worker) {
 	var v T
-	var err error
+	err := ErrGoexit // what the waiter gets if fn ends by runtime.Goexit
+	defer func() { f.finish(v, err) }()
 	if perr := catch(w, func(w *Worker) { v, err = f.fn(w) }); perr != nil {
 		err = perr
 	}
-	f.finish(v, err)
 }
 
 func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }

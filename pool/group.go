@@ -146,21 +146,22 @@ func (gt *groupTask) run(w *Worker) {
 	if gt.turn {
 		gt = gt.g.oldest()
 	}
+	err := ErrGoexit // stays if fn ends by runtime.Goexit
+	defer func() {
+		if err != nil {
+			gt.g.fail(err)
+		}
+		gt.g.finish()
+	}()
 	if cause := context.Cause(gt.g.ctx); cause != nil && cause != errGroupDone {
 		// The group failed or its ctx ended: skip what has not begun.
 		// (A group used again after Wait runs its new functions.)
-		gt.g.fail(cause)
-		gt.g.finish()
+		err = cause
 		return
 	}
-	var err error
 	if perr := catch(w, func(w *Worker) { err = gt.fn(w) }); perr != nil {
 		err = perr
 	}
-	if err != nil {
-		gt.g.fail(err)
-	}
-	gt.g.finish()
 }
 
 func (gt *groupTask) drop(cause error) {

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"fmt"
+	"maps"
+	"sync"
 	"sync/atomic"
 )
 
@@ -10,29 +12,71 @@ import (
 // slot and join slot have one producer, the worker's own goroutine; a
 // second one would lose or duplicate tasks.
 //
+// A worker's goroutine changes when a task ends it with runtime.Goexit
+// (replace, worker.go): the ended goroutine gives up g before it ends and
+// the new one sets its own before it runs a task, so no goroutine that the
+// runtime later gives the ended one's g is taken for the worker.
+//
 // Cost: on amd64 and arm64 the check reads the g register (gid_*.s), about
-// 1.5 ns, and runs in every build. Elsewhere it parses runtime.Stack and
-// runs only in race-enabled builds.
+// as much as a function call, and runs in every build. Elsewhere it parses
+// runtime.Stack and runs only in race-enabled builds.
 type ownerID struct {
-	g uintptr // set by the worker's goroutine before it runs a task
-	// ended is set as the worker's goroutine ends: the runtime reuses a
-	// g for later goroutines, so g alone no longer names the worker.
+	g atomic.Uintptr // the worker's goroutine; 0 between two of them
+	// ended is set as the worker ends for good: the runtime reuses a g
+	// for later goroutines, so g alone no longer names the worker.
 	ended atomic.Bool
 }
 
-func (o *ownerID) set() { o.g = gid() }
+// set makes the calling goroutine the owner.
+func (o *ownerID) set() { o.g.Store(gid()) }
 
 // check panics when the calling goroutine is not the owner.
 func (o *ownerID) check(method string) {
-	if (cheapGID || raceEnabled) && (gid() != o.g || o.ended.Load()) {
+	if (cheapGID || raceEnabled) && (gid() != o.g.Load() || o.ended.Load()) {
 		panic(fmt.Sprintf("pool: Worker.%s called from a goroutine that is not running a task on that worker; a *Worker is valid only inside the task it was passed to", method))
 	}
+}
+
+// owners maps the goroutines of a pool's workers to the workers. Lookups
+// (every Submit, Wait and Group.Go asks whether its caller is a worker)
+// read an immutable map through one atomic load; the rare change (a
+// worker's goroutine replaced) copies it under mu.
+type owners struct {
+	m  atomic.Pointer[map[uintptr]*Worker]
+	mu sync.Mutex
+}
+
+func (o *owners) init(ws []*Worker) {
+	m := make(map[uintptr]*Worker, len(ws))
+	for _, w := range ws {
+		m[w.owner.g.Load()] = w // each set it before it reported
+	}
+	o.m.Store(&m)
+}
+
+// move records that w's goroutine changed from old (0: none) to now (0:
+// none).
+func (o *owners) move(w *Worker, old, now uintptr) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := maps.Clone(*o.m.Load())
+	if old != 0 && m[old] == w {
+		delete(m, old)
+	}
+	if now != 0 {
+		m[now] = w
+	}
+	o.m.Store(&m)
 }
 
 // workerOf returns the worker whose goroutine is calling, or nil when the
 // caller is not one of p's workers.
 func (p *sched) workerOf() *Worker {
-	if w := p.byG[gid()]; w != nil && !w.owner.ended.Load() {
+	m := p.byG.m.Load()
+	if m == nil {
+		return nil
+	}
+	if w := (*m)[gid()]; w != nil && !w.owner.ended.Load() {
 		return w
 	}
 	return nil

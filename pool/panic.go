@@ -1,17 +1,39 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"runtime"
 	"runtime/debug"
 )
 
+// How a task can fail, and who hears of it.
+//
 // A task's panic never takes its worker down: it is recovered where the
 // task ran and goes to whoever waits for the task, as a *PanicError
-// (Join, Group.Wait, ParallelFor, MapReduce, a Future), or, for a plain
-// task nobody waits for, to the pool's panic handler; without one it ends
-// the process, as an unrecovered panic in a goroutine does.
+// (Join, Fork, Group.Wait, ParallelFor, MapReduce, Run, a Future), or,
+// for a plain task nobody waits for, to the pool's panic handler. Without
+// a handler, or when the handler itself panics, the process ends as it
+// does for an unrecovered panic in a goroutine: the panic is raised again
+// on a goroutine of its own (crash), so the runtime's crash path
+// (GOTRACEBACK, debug.SetCrashOutput) sees it, while the worker's own
+// frames, which may hold tasks waiting inside other tasks, are never
+// unwound by it. panic(nil) under GODEBUG=panicnil=1, which recover
+// reports as nil, is a panic like any other.
+//
+// runtime.Goexit in a task (t.Fatal, t.FailNow, t.SkipNow call it) cannot
+// be stopped: it runs every deferred call on the worker's goroutine and
+// ends it. Every job completes its waiter in a deferred call, so the task
+// that called Goexit, and every task that was waiting on the same stack
+// (helping inside Join, Group.Wait, Future.Wait, a loop), completes with
+// ErrGoexit; then the worker goes on in a new goroutine on a new thread
+// (replace, worker.go).
+
+// ErrGoexit is what waiters get for a task that ended by runtime.Goexit
+// (t.Fatal, t.FailNow and t.SkipNow call it), or that was waiting on a
+// worker's stack when a task there did.
+var ErrGoexit = errors.New("pool: task ended by runtime.Goexit")
 
 // PanicError is a task's panic returned as an error by Join, Group.Wait,
 // ParallelFor, MapReduce and a Future: the panic value and the stack
@@ -44,43 +66,114 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// catch runs fn on w and returns its panic as a *PanicError.
+// catch runs fn on w and returns its panic as a *PanicError. If fn ends
+// by runtime.Goexit, catch does not return: the caller's deferred calls
+// complete its waiter.
 func catch(w *Worker, fn func(*Worker)) (err error) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			w.c.Panicked++
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+		if !returned {
+			if perr := w.panicked(recover()); perr != nil {
+				err = perr
+			}
 		}
 	}()
 	fn(w)
+	returned = true
 	return nil
 }
 
 // call runs a plain task's function, recovering a panic: the worker
 // lives on.
 func (w *Worker) call(fn func(*Worker)) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			w.c.Panicked++
-			w.pool.taskPanicked(r, debug.Stack())
+		if !returned {
+			if perr := w.panicked(recover()); perr != nil {
+				w.pool.taskPanicked(perr.Value, perr.Stack)
+			}
 		}
 	}()
 	fn(w)
+	returned = true
 }
 
-// taskPanicked hands a task's panic to the handler, or, without one, ends
-// the process as any unrecovered panic does.
-func (p *sched) taskPanicked(value any, stack []byte) {
-	if p.cfg.panicHandler != nil {
-		p.cfg.panicHandler(value, stack)
-		return
+// panicked is what a task's deferred call makes of a body that did not
+// return, r being what recover gave it: the panic, counted, or nil when
+// the body is ending by runtime.Goexit.
+func (w *Worker) panicked(r any) *PanicError {
+	if r == nil && goexiting() {
+		return nil
 	}
-	// End the process as an unrecovered panic in a goroutine does, with
-	// the task's stack and exit status 2. Not by panicking again: this
-	// worker may be running the task while it waits inside another task
-	// (Join, Group.Wait, a loop: helpUntil), and a panic from here would
-	// unwind that task's frames, where its own recover would take the
-	// panic for its own and the process would live on.
-	fmt.Fprintf(os.Stderr, "panic: %v\n\ngoroutine running a numapool task:\n%s", value, stack)
-	os.Exit(2)
+	w.c.Panicked++
+	return &PanicError{Value: r, Stack: debug.Stack()}
+}
+
+// goexiting reports whether the deferred call that calls it runs because
+// of runtime.Goexit, not a panic: recover gives nil for both Goexit and
+// (under GODEBUG=panicnil=1) panic(nil), and only the stack tells them
+// apart. Deferred calls run from the frame of runtime.Goexit or of
+// runtime.gopanic, whichever is nearer.
+func goexiting() bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		switch f.Function {
+		case "runtime.Goexit":
+			return true
+		case "runtime.gopanic":
+			return false
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// taskPanicked hands a plain task's panic to the handler, or, without one,
+// ends the process as any unrecovered panic does. A handler that panics
+// ends the process with its own panic.
+func (p *sched) taskPanicked(value any, stack []byte) {
+	h := p.cfg.panicHandler
+	if h == nil {
+		crash(&crashError{what: "task panicked", value: value, stack: stack})
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			r := recover()
+			if r == nil && goexiting() {
+				return // the handler called Goexit: the worker is replaced
+			}
+			crash(&crashError{what: fmt.Sprintf("panic handler panicked (handling a task's panic: %v)", value),
+				value: r, stack: debug.Stack()})
+		}
+	}()
+	h(value, stack)
+	returned = true
+}
+
+// crashError is the panic that ends the process for a task's panic nobody
+// handled: the runtime prints its Error, which holds the task's stack.
+type crashError struct {
+	what  string
+	value any
+	stack []byte
+}
+
+// It starts with the value, as the runtime's report of a panic does.
+func (e *crashError) Error() string {
+	return fmt.Sprintf("%v [pool: %s]\n\ngoroutine of the numapool worker that ran it:\n%s", e.value, e.what, e.stack)
+}
+
+// crash ends the process with err as an unrecovered panic: raised on a
+// goroutine of its own, so that the runtime's crash handling (exit status
+// 2, GOTRACEBACK=crash's abort, debug.SetCrashOutput) applies, and not on
+// the worker's, where it would unwind the frames of tasks waiting inside
+// other tasks, whose own recover would take it. The worker's goroutine
+// blocks until the process ends.
+func crash(err error) {
+	go func() { panic(err) }()
+	select {}
 }

@@ -220,6 +220,15 @@ func (pc *piece) run(w *Worker) {
 			lo = hi - s.grain
 		}
 	}
+	exited := true // until the loop below ends: a part ended by runtime.Goexit
+	defer func() {
+		if exited {
+			s.fail(ErrGoexit)
+		}
+		if lo < hi {
+			s.finish(hi - lo) // stopped, or ended by Goexit: the rest is given up
+		}
+	}()
 	for lo < hi && !s.stopped() {
 		if hi-lo > s.grain && w.local.IsEmpty() {
 			mid := lo + (hi-lo)/2
@@ -238,9 +247,7 @@ func (pc *piece) run(w *Worker) {
 		s.finish(end - lo)
 		lo = end
 	}
-	if lo < hi {
-		s.finish(hi - lo) // stopped: the rest is given up
-	}
+	exited = false
 }
 
 // stopped reports whether the loop hands out no more parts: it failed,

@@ -70,20 +70,21 @@ type Pool struct {
 // sched is the pool itself. Workers hold it, not the Pool the user holds,
 // so that the Pool can become unreachable while the workers run.
 type sched struct {
-	self     weak.Pointer[Pool] // the user's Pool, while it is reachable
-	cfg      config
-	topo     *topology.Topology
-	groups   []*group
-	workers  []*Worker
-	layout   *steal.Layout
-	idle     idle
-	runnable runnableGauge       // whether goroutines wait for a processor (runnable.go)
-	stash    stash               // task records to reuse (task.go)
-	byG      map[uintptr]*Worker // the workers by their goroutine (owner.go); read-only once started
-	order    []int               // Submit's round robin over groups, weighted by size
-	rr       atomic.Uint64
-	degraded []string
-	started  time.Time // the pool's clock starts (clock)
+	self       weak.Pointer[Pool] // the user's Pool, while it is reachable
+	cfg        config
+	topo       *topology.Topology
+	groups     []*group
+	workers    []*Worker
+	layout     *steal.Layout
+	idle       idle
+	runnable   runnableGauge // whether goroutines wait for a processor (runnable.go)
+	stash      stash         // task records to reuse (task.go)
+	byG        owners        // the workers by their goroutine (owner.go)
+	order      []int         // Submit's round robin over groups, weighted by size
+	rr         atomic.Uint64
+	degraded   []string // what of the plan did not hold; under degradedMu once started
+	degradedMu sync.Mutex
+	started    time.Time // the pool's clock starts (clock)
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -157,10 +158,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			failed = append(failed, err)
 		}
 	}
-	p.byG = make(map[uintptr]*Worker, len(p.workers))
-	for _, w := range p.workers {
-		p.byG[w.owner.g] = w // each set it before it reported
-	}
+	p.byG.init(p.workers)
 	if len(failed) > 0 {
 		if cfg.strict {
 			p.stop()

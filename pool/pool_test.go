@@ -21,8 +21,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("NUMAPOOL_TEST_PANIC_CHILD") == "1" {
-		panicChild()
+	if child := os.Getenv("NUMAPOOL_TEST_PANIC_CHILD"); child != "" {
+		panicChildren(child)
 		return
 	}
 	goleak.VerifyTestMain(m,
@@ -407,16 +407,6 @@ func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
 	}
 }
 
-func panicChild() {
-	p, err := New(WithWorkers(1), WithoutEnv())
-	if err != nil {
-		os.Exit(3)
-	}
-	_ = p.Submit(func(*Worker) { panic("unhandled-boom") })
-	time.Sleep(5 * time.Second)
-	os.Exit(0) // not reached: the panic ends the process
-}
-
 // Without a handler a task's panic fails the process, like an unrecovered
 // panic in a goroutine.
 func TestPanicWithoutHandlerCrashes(t *testing.T) {
@@ -562,8 +552,8 @@ func TestGoroutineWorkersAreNotLocked(t *testing.T) {
 			if locked := w.thread != nil; locked != (b != pin.Goroutines) {
 				t.Errorf("binding %v: worker %d locked to a thread: %v", b, w.id, locked)
 			}
-			if b == pin.Goroutines && (w.tid != 0 || !w.bound.IsEmpty() || w.spreadable().Len() != 0) {
-				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, w.tid, w.bound)
+			if b == pin.Goroutines && (int(w.tid.Load()) != 0 || !w.bound.IsEmpty() || w.spreadable().Len() != 0) {
+				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, int(w.tid.Load()), w.bound)
 			}
 		}
 		ex := p.Explain()
@@ -619,8 +609,8 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 		_ = p.Submit(func(w *Worker) {
 			defer wg.Done()
 			runtime.Gosched()
-			if tid := threadID(); tid != w.tid {
-				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, w.tid, tid)
+			if tid := threadID(); tid != int(w.tid.Load()) {
+				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, int(w.tid.Load()), tid)
 			}
 		})
 	}
@@ -644,8 +634,8 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 	}
 	defer free.Close()
 	for _, w := range free.workers {
-		if w.thread != nil || w.tid != 0 {
-			t.Errorf("goroutine worker %d locked to thread %d", w.id, w.tid)
+		if w.thread != nil || int(w.tid.Load()) != 0 {
+			t.Errorf("goroutine worker %d locked to thread %d", w.id, int(w.tid.Load()))
 		}
 	}
 	if ex := free.Explain(); strings.Contains(ex, "runs unbound") {

@@ -132,6 +132,13 @@ type chunkHelper struct {
 
 func (h *chunkHelper) run(w *Worker) {
 	l := h.l
+	exited := true // until the loop below ends: a chunk ended by runtime.Goexit
+	defer func() {
+		if exited {
+			l.fail(ErrGoexit)
+		}
+		l.finish(1)
+	}()
 	for !l.stopped() {
 		c, ok := l.claim(w)
 		if !ok {
@@ -145,7 +152,7 @@ func (h *chunkHelper) run(w *Worker) {
 			l.fail(err)
 		}
 	}
-	l.finish(1)
+	exited = false
 }
 
 func (h *chunkHelper) drop(cause error) {

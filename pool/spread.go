@@ -88,13 +88,13 @@ func (w *Worker) aim(waker *Worker) {
 	if free.IsEmpty() {
 		return
 	}
-	// aiming and the worker's ended flag are a Dekker pair: either the
-	// worker, ending, waits for this aim, or this aim sees it ended and
-	// leaves its thread (whose ID may soon be another thread's) alone.
+	// aiming and the worker's tid are a Dekker pair: either the worker,
+	// leaving its thread, waits for this aim, or this aim sees tid 0 and
+	// leaves the thread (whose ID may soon be another thread's) alone.
 	if !w.aiming.CompareAndSwap(false, true) {
 		return
 	}
-	if !w.owner.ended.Load() && pin.Aim(w.tid, free) == nil {
+	if tid := int(w.tid.Load()); tid > 0 && pin.Aim(tid, free) == nil {
 		w.aimed.Store(true)
 	}
 	w.aiming.Store(false)

@@ -110,7 +110,7 @@ func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
 	whileOtherParks(t, p, func(w, other *Worker) {
 		wakerCPU, _, _ = pin.CurrentCPU()
 		other.aim(w)
-		aimedMask, _ = topology.ThreadAffinity(other.tid)
+		aimedMask, _ = topology.ThreadAffinity(int(other.tid.Load()))
 		aimed = other.aimed.Load()
 		var ran atomic.Bool
 		w.Spawn(func(w *Worker) { // the other worker takes it: this one spins
@@ -163,11 +163,11 @@ func TestAimCountsTheWakersCPUNow(t *testing.T) {
 		got.wakerCPU, _, _ = pin.CurrentCPU()
 		w.onCPU.Store(int32(w.spreadable().AndNot(one).First())) // reported before, elsewhere
 		other.aim(w)
-		got.mask, _ = topology.ThreadAffinity(other.tid)
+		got.mask, _ = topology.ThreadAffinity(int(other.tid.Load()))
 		got.aimed = other.aimed.Load()
 		// Widen it again, as its spread after a wake-up would; Thread.Set
 		// acts on the caller's thread, so through its ID.
-		if err := pin.Aim(other.tid, other.spreadable()); err != nil {
+		if err := pin.Aim(int(other.tid.Load()), other.spreadable()); err != nil {
 			t.Error(err)
 		}
 		other.aimed.Store(false)

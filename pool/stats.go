@@ -23,14 +23,16 @@ type Counters struct {
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
 	SentHome             uint64 `json:"sent_home"`               // tasks sent back to their node: strict ones, loop pieces, soft ones whose node keeps up
 	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
+	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (thread.go)
+	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
 }
 
-const nCounters = 14
+const nCounters = 16
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
 		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows,
-		&c.SentHome, &c.Spreads}
+		&c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.

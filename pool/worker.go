@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"fmt"
 	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
@@ -61,8 +60,9 @@ type Worker struct {
 	pub      published   // the counters for Stats, padded on both sides
 
 	// Written by the owner only. Of these, others read only bound, tid and
-	// owner (Stats, explain, a waker's aim), which are set before the
-	// worker runs tasks or as it ends.
+	// owner (Stats, explain, a waker's aim): bound is set before the worker
+	// runs tasks and changes only if a new thread cannot be bound as the
+	// last one was (thread.go); tid and owner are atomic.
 	items     []item // a buffer of items moving from a shard to the queue
 	rng       steal.Rand
 	searching bool
@@ -92,7 +92,7 @@ type Worker struct {
 	c           Counters        // written by the owner only; published to pub
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
-	tid         int             // the worker's OS thread (0 where unknown, or with no thread of its own)
+	tid         atomic.Int32    // the worker's OS thread (0 where unknown, with no thread of its own, or between two)
 	owner       ownerID
 	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
 }
@@ -177,44 +177,26 @@ func (w *Worker) wake() {
 }
 
 // main is the worker's goroutine: bind, loop, put the mask back, end.
+// placed receives whether the placement held; nil for a goroutine that
+// replaces one a task ended (replace).
 func (w *Worker) main(placed chan<- error) {
-	defer w.pool.workerEnded() // after the mask is put back
+	ended := false
+	defer func() {
+		if !ended {
+			w.replace() // a task ended this goroutine with runtime.Goexit
+		}
+	}()
 	w.owner.set()
-	var th *pin.Thread
-	var cpus topology.CPUSet
-	var err error
-	if w.pool.cfg.binding.LocksThread() { // else a plain goroutine: nothing to place
-		cpus, err = pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
-		if err == nil {
-			th, err = pin.Lock(cpus)
-		}
-		if err != nil {
-			err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
-			th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
-		}
-		w.tid = threadID() // locked now: the thread it keeps
+	err := w.bind()
+	if placed != nil {
+		placed <- err
+	} else {
+		w.pool.byG.move(w, 0, w.owner.g.Load())
 	}
-	if err == nil {
-		w.bound, w.thread = cpus, th
-		if cpus.Len() > 1 && w.tid > 0 {
-			w.nodeCPUs.Store(&cpus) // after tid, which aim reads
-		}
-	}
-	placed <- err
 	w.hold()
 	w.loop()
-	w.publish()
-	w.owner.ended.Store(true)
-	// A waker may be aiming this thread (aim): let it finish before the
-	// thread can end and its ID be given to another thread.
-	for w.aiming.Load() {
-		runtime.Gosched()
-	}
-	if th != nil {
-		_ = th.RestoreMask()
-	}
-	// Return still locked, if locked: the runtime ends this thread with
-	// the goroutine.
+	ended = true
+	w.end()
 }
 
 func (w *Worker) loop() {
@@ -580,7 +562,7 @@ func (w *Worker) run(it item) {
 		w.publish()
 	}
 	if w.c.TasksRun%spreadEvery == 0 {
-		w.spread()
+		w.settle()
 	}
 }
 
@@ -628,13 +610,13 @@ func (w *Worker) park() bool {
 				w.group.busyAt.Store(p.clock(time.Now())) // at it (soft.go)
 			}
 			w.hold()
-			w.spread()
+			w.settle()
 			return true
 		}
 		if p.state.Load() == closing {
 			p.idle.unparkSelf(w) // Close woke everyone: look once more
 			w.hold()
-			w.spread()
+			w.settle()
 			return true
 		}
 		// A stale token: sleep again.

@@ -1,0 +1,355 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// Every waiter of a task that ends by runtime.Goexit returns ErrGoexit:
+// waited for from outside the pool, and from a task on the same worker,
+// whose own waiter gets ErrGoexit too (Goexit unwinds the whole stack).
+func TestGoexitCompletesWaiters(t *testing.T) {
+	ctx := context.Background()
+	// Each form runs fn (which calls Goexit) as a task and returns what its
+	// waiter got.
+	forms := map[string]func(p *Pool, fn func()) error{
+		"Run": func(p *Pool, fn func()) error {
+			_, err := Run(p, func(*Worker) (int, error) { fn(); return 1, nil })
+			return err
+		},
+		"Future.Wait": func(p *Pool, fn func()) error {
+			_, err := Async(p, func(*Worker) (int, error) { fn(); return 1, nil }).Wait()
+			return err
+		},
+		"Join/a": func(p *Pool, fn func()) error {
+			_, _, err := Join(p, func(*Worker) (int, error) { fn(); return 1, nil },
+				func(*Worker) (int, error) { return 2, nil })
+			return err
+		},
+		"Join/b": func(p *Pool, fn func()) error {
+			_, _, err := Join(p, func(*Worker) (int, error) { return 1, nil },
+				func(*Worker) (int, error) { fn(); return 2, nil })
+			return err
+		},
+		"Fork/b": func(p *Pool, fn func()) error {
+			_, err := Run(p, func(w *Worker) (int, error) {
+				_, _, err := Fork(w, func(*Worker, int) int { return 1 }, 0, func(*Worker, int) int { fn(); return 2 }, 0)
+				return 0, err
+			})
+			return err
+		},
+		"Group.Wait": func(p *Pool, fn func()) error {
+			g := p.Group(ctx)
+			g.Go(func(*Worker) error { fn(); return nil })
+			return g.Wait()
+		},
+		"ParallelFor": func(p *Pool, fn func()) error {
+			return p.ParallelForErr(ctx, 100, 10, func(_ *Worker, lo, _ int) error {
+				if lo == 50 {
+					fn()
+				}
+				return nil
+			})
+		},
+		"MapReduce": func(p *Pool, fn func()) error {
+			_, err := MapReduce(ctx, p, 100, 10, func(_ *Worker, lo, hi int) (int, error) {
+				if lo == 50 {
+					fn()
+				}
+				return hi - lo, nil
+			}, func(a, b int) int { return a + b })
+			return err
+		},
+	}
+	for _, spec := range []string{"1x1", "2x1"} {
+		for name, form := range forms {
+			t.Run(spec+"/"+name, func(t *testing.T) {
+				p := newTestPool(t, WithSpec(spec))
+				defer p.Close()
+				// From outside.
+				var err error
+				within(t, hangBound, name+" of a task that calls Goexit", func() { err = form(p, runtime.Goexit) })
+				if !errors.Is(err, ErrGoexit) {
+					t.Errorf("from outside: %v, want ErrGoexit", err)
+				}
+				// From a task, which waits on its worker's stack: both it and
+				// its waiter end.
+				var outer, reached error
+				within(t, hangBound, name+" inside a task", func() {
+					_, outer = Run(p, func(*Worker) (int, error) {
+						reached = form(p, runtime.Goexit)
+						return 1, nil
+					})
+				})
+				// With one worker the task that calls Goexit runs on the
+				// waiting task's stack; with more it may run elsewhere, and
+				// then only the inner waiter is told.
+				if !errors.Is(outer, ErrGoexit) && (spec == "1x1" || !errors.Is(reached, ErrGoexit)) {
+					t.Errorf("the waiting task's waiter got %v (inner returned %v), want ErrGoexit", outer, reached)
+				}
+				// The pool goes on: same workers, a task runs, Close returns.
+				if v, err := Run(p, func(*Worker) (int, error) { return 7, nil }); v != 7 || err != nil {
+					t.Errorf("after Goexit: Run = %d, %v", v, err)
+				}
+				within(t, hangBound, "Close after Goexit", func() { err = p.Close() })
+				if err != nil {
+					t.Errorf("Close after Goexit: %v", err)
+				}
+				if g := p.Stats().Total.Goexits; g == 0 {
+					t.Errorf("Stats counts %d Goexits", g)
+				}
+			})
+		}
+	}
+}
+
+// A plain task that calls Goexit costs nothing but itself: Close returns
+// nil, from an ordinary goroutine, and the later tasks all run.
+func TestGoexitInPlainTask(t *testing.T) {
+	for round := range 5 {
+		p := newTestPool(t, WithWorkers(2))
+		var ran atomic.Int64
+		if err := p.Submit(func(*Worker) { runtime.Goexit() }); err != nil {
+			t.Fatal(err)
+		}
+		for range 1000 {
+			if err := p.Submit(func(*Worker) { ran.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		within(t, hangBound, "Close", func() { err = p.Close() })
+		if err != nil || ran.Load() != 1000 {
+			t.Fatalf("round %d: Close = %v with %d of 1000 tasks run", round, err, ran.Load())
+		}
+		if g := p.Stats().Total.Goexits; g != 1 {
+			t.Fatalf("round %d: %d Goexits counted, want 1", round, g)
+		}
+	}
+}
+
+// The b side a Join offered before its a called Goexit was accepted: it
+// still runs, once, on the worker's new goroutine or a thief.
+func TestGoexitHandsOnTheJoinSlot(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	var bRan atomic.Int64
+	var err error
+	within(t, hangBound, "Run of a Join whose a calls Goexit", func() {
+		_, err = Run(p, func(w *Worker) (int, error) {
+			return 0, w.Join(func(*Worker) { runtime.Goexit() }, func(*Worker) { bRan.Add(1) })
+		})
+	})
+	if !errors.Is(err, ErrGoexit) {
+		t.Errorf("Run = %v, want ErrGoexit", err)
+	}
+	within(t, hangBound, "Close", func() { err = p.Close() })
+	if err != nil || bRan.Load() != 1 {
+		t.Errorf("Close = %v, b ran %d times, want once", err, bRan.Load())
+	}
+}
+
+// After a worker's goroutine ended by Goexit, no other goroutine is taken
+// for that worker: every function given to Run from outside runs on a
+// worker's own goroutine (and so its thread), whichever g the runtime
+// hands the ended goroutine's to. Linux only: elsewhere a thread has no ID
+// here.
+func TestGoexitLeavesNoImpostor(t *testing.T) {
+	if threadID() == 0 {
+		t.Skip("no thread IDs on " + runtime.GOOS)
+	}
+	p := newTestPool(t, WithSpec("2x1"))
+	calls := 20_000
+	if testing.Short() {
+		calls = 4000
+	}
+	for round := range 3 {
+		exited := make(chan struct{})
+		if err := p.Submit(func(*Worker) { defer close(exited); runtime.Goexit() }); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, exited, hangBound, "the task that calls Goexit")
+		var wrong atomic.Int64
+		done := make(chan struct{}, 64)
+		within(t, 4*hangBound, "the outside calls", func() {
+			outsideCalls(p, calls, done, &wrong)
+		})
+		if n := wrong.Load(); n != 0 {
+			t.Fatalf("round %d: %d of %d functions ran with a Worker on a goroutine that is not that worker's", round, n, calls)
+		}
+	}
+	within(t, hangBound, "Close", func() { _ = p.Close() })
+}
+
+// outsideCalls makes calls calls of Run from new goroutines, at most 64
+// at a time, counting in wrong those whose function ran off its worker's
+// goroutine.
+func outsideCalls(p *Pool, calls int, done chan struct{}, wrong *atomic.Int64) {
+	for i := range calls {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_, _ = Run(p, func(w *Worker) (int, error) {
+				// A worker's thread runs only its goroutine: a function on
+				// another thread runs on a goroutine taken for the worker.
+				if threadID() != int(w.tid.Load()) {
+					wrong.Add(1)
+				}
+				return i, nil
+			})
+		}()
+		if i >= 63 {
+			<-done
+		}
+	}
+	for range min(calls, 63) {
+		<-done
+	}
+}
+
+// A test that calls t.Fatal inside a task fails at once with its message,
+// as it would with errgroup: the child test below, run in a subprocess.
+func TestFatalInsideTaskFailsTheTest(t *testing.T) {
+	if os.Getenv("NUMAPOOL_TEST_FATAL_CHILD") == "1" {
+		p := newTestPool(t, WithWorkers(1))
+		defer p.Close()
+		_, _ = Run(p, func(*Worker) (int, error) {
+			t.Fatal("checked-inside-the-task")
+			return 0, nil
+		})
+		return
+	}
+	var out []byte
+	var err error
+	within(t, hangBound, "the child test", func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFatalInsideTaskFailsTheTest$", "-test.timeout=60s")
+		cmd.Env = append(os.Environ(), "NUMAPOOL_TEST_FATAL_CHILD=1")
+		out, err = cmd.CombinedOutput()
+	})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(out), "checked-inside-the-task") ||
+		!strings.Contains(string(out), "--- FAIL") || strings.Contains(string(out), "test timed out") {
+		t.Errorf("child: %v\n%s", err, out)
+	}
+}
+
+// Panics that escape the rules end the process the runtime's way, in a
+// subprocess (panicChildren): with the handler's own panic when it
+// panics, with the task's stack in debug.SetCrashOutput's file, by
+// SIGABRT under GOTRACEBACK=crash; and panic(nil) under panicnil=1 is a
+// panic like any other.
+func TestPanicsEndTheProcess(t *testing.T) {
+	run := func(t *testing.T, child string, env ...string) (string, error) {
+		var out []byte
+		var err error
+		within(t, hangBound, "child "+child, func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(append(os.Environ(), "NUMAPOOL_TEST_PANIC_CHILD="+child), env...)
+			out, err = cmd.CombinedOutput()
+		})
+		return string(out), err
+	}
+	exitCode := func(err error) int {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	}
+	t.Run("handler re-panics inside a wait", func(t *testing.T) {
+		out, err := run(t, "handler")
+		if exitCode(err) != 2 || !strings.Contains(out, "handler re-panics") || strings.Contains(out, "waiter returned") {
+			t.Errorf("child: %v\n%s", err, out)
+		}
+	})
+	t.Run("crash output has the task's stack", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "crash")
+		out, err := run(t, "crashfile", "NUMAPOOL_TEST_CRASH_FILE="+file)
+		crash, _ := os.ReadFile(file)
+		if exitCode(err) != 2 || !strings.Contains(string(crash), "unhandled-boom") ||
+			!strings.Contains(string(crash), "panickingTask") {
+			t.Errorf("child: %v\n%s\ncrash file:\n%s", err, out, crash)
+		}
+	})
+	t.Run("GOTRACEBACK=crash aborts", func(t *testing.T) {
+		out, err := run(t, "1", "GOTRACEBACK=crash")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(ee.String(), "abort") || !strings.Contains(out, "unhandled-boom") {
+			t.Errorf("child: %v\n%.2000s", err, out)
+		}
+	})
+	t.Run("panic(nil) under panicnil=1", func(t *testing.T) {
+		out, err := run(t, "panicnil", "GODEBUG=panicnil=1")
+		if err != nil || !strings.Contains(out, "run: pool: task panicked: <nil>") ||
+			!strings.Contains(out, "handler: <nil>") || !strings.Contains(out, "panicked: 2") {
+			t.Errorf("child: %v\n%s", err, out)
+		}
+	})
+}
+
+// panickingTask panics with no handler to take it.
+func panickingTask(*Worker) { panic("unhandled-boom") }
+
+// panicChildren are the subprocesses of TestPanicsEndTheProcess and
+// TestPanicWithoutHandlerCrashes, chosen by NUMAPOOL_TEST_PANIC_CHILD.
+func panicChildren(which string) {
+	switch which {
+	case "crashfile":
+		f, err := os.Create(os.Getenv("NUMAPOOL_TEST_CRASH_FILE"))
+		if err != nil {
+			os.Exit(3)
+		}
+		if err := debug.SetCrashOutput(f, debug.CrashOptions{}); err != nil {
+			os.Exit(3)
+		}
+		fallthrough
+	case "1":
+		p, err := New(WithWorkers(1), WithoutEnv())
+		if err != nil {
+			os.Exit(3)
+		}
+		_ = p.Submit(panickingTask)
+		select {} // the panic ends the process
+	case "handler":
+		p, err := New(WithWorkers(1), WithoutEnv(), WithPanicHandler(func(any, []byte) { panic("handler re-panics") }))
+		if err != nil {
+			os.Exit(3)
+		}
+		_, err = Run(p, func(w *Worker) (int, error) {
+			w.Spawn(func(*Worker) { panic("boom") })
+			// Wait on this worker: it runs the spawned task (in the LIFO
+			// slot) first.
+			g := w.Group(context.Background())
+			g.Go(func(*Worker) error { return nil })
+			return 0, g.Wait()
+		})
+		fmt.Println("waiter returned:", err)
+		os.Exit(0)
+	case "panicnil":
+		var handled atomic.Value
+		done := make(chan struct{})
+		p, err := New(WithWorkers(1), WithoutEnv(), WithPanicHandler(func(v any, _ []byte) {
+			handled.Store(fmt.Sprint(v))
+			close(done)
+		}))
+		if err != nil {
+			os.Exit(3)
+		}
+		_, err = Run(p, func(*Worker) (int, error) { panic(nil) })
+		fmt.Println("run:", err)
+		_ = p.Submit(func(*Worker) { panic(nil) })
+		<-done
+		_ = p.Close()
+		fmt.Println("handler:", handled.Load())
+		fmt.Println("panicked:", p.Stats().Total.Panicked)
+		os.Exit(0)
+	}
+	os.Exit(4)
+}
