@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -89,20 +90,29 @@ type NodeBlock struct {
 }
 
 // Split returns how ParallelFor over n divides the range between nodes:
-// contiguous blocks, in node order, proportional to each node's workers.
-// It depends only on n and the pool.
+// contiguous blocks, in node order, proportional to each node's workers
+// (the block of the first i nodes ends at n * their workers / all
+// workers, rounded down), covering [0, n) exactly for every n up to
+// math.MaxInt; for n <= 0 every block is empty. It depends only on n and
+// the pool.
 func (p *Pool) Split(n int) []NodeBlock { return p.split(n) }
 
 func (p *sched) split(n int) []NodeBlock {
+	n = max(n, 0) // a loop over n <= 0 runs nothing
 	out := make([]NodeBlock, 0, len(p.groups))
-	total := len(p.workers)
+	total := uint64(len(p.workers))
 	done := 0
 	lo := 0
 	for _, g := range p.groups {
 		done += len(g.workers)
-		hi := int(int64(n) * int64(done) / int64(total))
-		out = append(out, NodeBlock{Node: g.node.ID, Lo: lo, Hi: hi})
-		lo = hi
+		// n * done in 128 bits: it does not fit in 64 when n is near
+		// math.MaxInt. The quotient fits: n < 1<<64 makes the high word
+		// less than done, so less than total (Div64's condition), and
+		// done <= total makes the result at most n.
+		prodHi, prodLo := bits.Mul64(uint64(n), uint64(done))
+		hi, _ := bits.Div64(prodHi, prodLo, total)
+		out = append(out, NodeBlock{Node: g.node.ID, Lo: lo, Hi: int(hi)})
+		lo = int(hi)
 	}
 	return out
 }
@@ -236,7 +246,7 @@ func (pc *piece) run(w *Worker) {
 			hi = mid
 			continue
 		}
-		end := min(lo+s.grain, hi)
+		end := lo + min(s.grain, hi-lo) // not min(lo+grain, hi): lo+grain can pass math.MaxInt
 		var err error
 		if perr := catch(w, func(w *Worker) { err = s.body(w, lo, end) }); perr != nil {
 			err = perr
@@ -284,7 +294,7 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 	if grain <= 0 {
 		grain = max(1, n/(64*len(p.workers)))
 	}
-	grain = min(grain, n) // lo+grain must not overflow
+	grain = min(grain, n) // a part is at most the whole range
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
 	s.remaining.Store(int64(n))
 	for i, b := range p.split(n) {

@@ -87,11 +87,15 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	if grain <= 0 {
 		grain = max(1, n/(16*len(p.workers)))
 	}
-	grain = min(grain, n)        // (c+1)*grain must not overflow
-	chunks := 1 + (n-1)/grain    // not (n+grain-1)/grain, which can overflow
+	grain = min(grain, n)        // a chunk is at most the whole range
+	chunks := 1 + (n-1)/grain    // not (n+grain-1)/grain, which can pass math.MaxInt
 	partial := make([]T, chunks) // each written once: no need to pad
 	err := p.claimChunks(ctx, chunks, func(w *Worker, c int) error {
-		v, err := mapper(w, c*grain, min((c+1)*grain, n))
+		// c < chunks, so lo = c*grain <= n-1. The end is lo plus what is
+		// left up to grain, not min((c+1)*grain, n): (c+1)*grain can pass
+		// math.MaxInt in the last chunk.
+		lo := c * grain
+		v, err := mapper(w, lo, lo+min(grain, n-lo))
 		partial[c] = v
 		return err
 	})
@@ -119,8 +123,14 @@ type chunkLoop struct {
 }
 
 type chunkBlock struct {
-	next  atomic.Int64 // the next chunk to claim
-	end   int64
+	// next is the next chunk to claim. Unsigned, because a claim adds 1
+	// before it compares: once the block is done every claimer running
+	// at that moment pushes next past end by one, and with end near
+	// math.MaxInt a signed next would wrap to a negative chunk that
+	// passes the comparison. Claims run on workers, at most one at a
+	// time on each, so next ends at most end + workers, far from 1<<64.
+	next  atomic.Uint64
+	end   uint64
 	since time.Time // when the block was queued
 }
 
@@ -209,8 +219,8 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	now := time.Now()
 	for i, b := range p.split(chunks) {
 		blk := &l.blocks[i].v
-		blk.next.Store(int64(b.Lo))
-		blk.end, blk.since = int64(b.Hi), now
+		blk.next.Store(uint64(b.Lo))
+		blk.end, blk.since = uint64(b.Hi), now
 		perGroup[i] = min(len(p.groups[i].workers), b.Hi-b.Lo)
 		for range perGroup[i] {
 			h := &chunkHelper{task: task{home: int32(i)}, l: l}

@@ -1,0 +1,277 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The sizes and grains a loop's index arithmetic must survive: the edges
+// (0, 1, a grain above n, a grain <= 0 that the loop picks itself) and
+// sizes and grains within a grain of math.MaxInt, where lo+grain,
+// n*workers and (c+1)*grain do not fit in an int.
+var (
+	edgeSizes  = []int{0, 1, 2, 3, 1000, quarterInt, math.MaxInt - 1, math.MaxInt}
+	edgeGrains = []int{math.MinInt, -1, 0, 1, 7, quarterInt, math.MaxInt - 1, math.MaxInt}
+)
+
+// quarterInt is a quarter of the int range, 1<<62 on 64-bit: twice it
+// passes math.MaxInt.
+const quarterInt = 1 << (bits.UintSize - 2)
+
+// edgePools are the layouts the loops split over: one worker; two nodes
+// of one and of two workers; two nodes whose blocks never leave them.
+var edgePools = []struct {
+	name string
+	opts []Option
+}{
+	{"1-worker", []Option{WithWorkers(1)}},
+	{"2x1", []Option{WithSpec("2x1")}},
+	{"2x2", []Option{WithSpec("2x2")}},
+	{"2x1-strict", []Option{WithSpec("2x1"), WithStrictLoops()}},
+}
+
+// edgeSmall is the largest size a range test runs to the end; a loop over
+// more indexes is stopped by its body after edgeStopAfter calls: more
+// than the parts a grain <= 0 makes on a pool of up to four workers, so
+// that the last of them, where lo+grain passes n, runs too.
+const (
+	edgeSmall     = 1000
+	edgeStopAfter = 300
+)
+
+// errEnough is what a range-recording body returns to stop its loop.
+var errEnough = errors.New("enough ranges seen")
+
+// rangeLog records the ranges a loop hands its body, and checks each
+// against 0 <= lo < hi <= n.
+type rangeLog struct {
+	n     int
+	calls atomic.Int64
+	mu    sync.Mutex
+	bad   [][2]int // the first ranges outside [0, n), reversed or empty
+	seen  [][2]int // the first maxSeen ranges
+}
+
+const maxSeen = 1 << 16
+
+// add records [lo, hi) and returns how many ranges have been handed out.
+func (r *rangeLog) add(lo, hi int) int64 {
+	ok := 0 <= lo && lo < hi && hi <= r.n
+	r.mu.Lock()
+	if !ok && len(r.bad) < 5 {
+		r.bad = append(r.bad, [2]int{lo, hi})
+	}
+	if len(r.seen) < maxSeen {
+		r.seen = append(r.seen, [2]int{lo, hi})
+	}
+	r.mu.Unlock()
+	return r.calls.Add(1)
+}
+
+// String names the bad ranges seen so far, for a failure message.
+func (r *rangeLog) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%d calls, bad ranges %v", r.calls.Load(), r.bad)
+}
+
+// check fails t for every range outside [0, n) and, when the loop ran to
+// the end (complete), unless the ranges cover [0, n) exactly once.
+func (r *rangeLog) check(t *testing.T, complete bool) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bad) > 0 {
+		t.Errorf("n %d: body called with ranges outside 0 <= lo < hi <= n: %v (of %d calls)", r.n, r.bad, r.calls.Load())
+		return
+	}
+	if !complete {
+		return
+	}
+	if int64(len(r.seen)) != r.calls.Load() {
+		t.Fatalf("n %d: %d calls, more than the %d the test keeps", r.n, r.calls.Load(), maxSeen)
+	}
+	seen := slices.Clone(r.seen)
+	slices.SortFunc(seen, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	next := 0
+	for _, s := range seen {
+		if s[0] != next {
+			t.Errorf("n %d: ranges %v leave out or repeat indexes at %d", r.n, seen, next)
+			return
+		}
+		next = s[1]
+	}
+	if next != r.n {
+		t.Errorf("n %d: ranges end at %d, want n", r.n, next)
+	}
+}
+
+// noHang runs fn and returns when fn does. If fn has not returned after
+// hangBound it writes every goroutine's stack to stderr and panics with
+// what and report(): a loop that never ends keeps the pool's workers
+// busy, so the test binary stops there.
+func noHang(what string, report fmt.Stringer, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	timer := time.NewTimer(hangBound)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		panic(fmt.Sprintf("%s did not return within %v: %v", what, hangBound, report))
+	}
+}
+
+// inTask runs fn as a task of p and returns once it has run, or with
+// Submit's error.
+func inTask(p *Pool, fn func(w *Worker)) error {
+	done := make(chan struct{})
+	if err := p.Submit(func(w *Worker) {
+		defer close(done)
+		fn(w)
+	}); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Split divides every n, up to math.MaxInt, into contiguous blocks, one
+// per node in node order, covering [0, n) exactly, block i ending at
+// floor(n * workers up to node i / workers): the formula the split has
+// always had, computed here without overflow. It once multiplied n by the
+// workers in an int64, so Split(math.MaxInt) on two nodes gave the second
+// node [4611686018427387903, -1).
+func TestSplitNearMaxInt(t *testing.T) {
+	pools := append(slices.Clone(edgePools), struct {
+		name string
+		opts []Option
+	}{"3x1-4-workers", []Option{WithSpec("3x1"), WithWorkers(4)}})
+	sizes := append(slices.Clone(edgeSizes), -1, math.MinInt, 5, 999, 1001, math.MaxInt/3, math.MaxInt-2)
+	for _, pc := range pools {
+		t.Run(pc.name, func(t *testing.T) {
+			p := newTestPool(t, pc.opts...)
+			defer p.Close()
+			total := big.NewInt(int64(len(p.workers)))
+			for _, n := range sizes {
+				t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+					blocks := p.Split(n)
+					if len(blocks) != len(p.groups) {
+						t.Fatalf("Split(%d) = %v: %d blocks for %d nodes", n, blocks, len(blocks), len(p.groups))
+					}
+					size := max(n, 0) // ParallelFor over n <= 0 runs nothing
+					lo, done := 0, 0
+					for i, b := range blocks {
+						g := p.groups[i]
+						done += len(g.workers)
+						want := new(big.Int).Mul(big.NewInt(int64(size)), big.NewInt(int64(done)))
+						want.Quo(want, total)
+						if b.Node != g.node.ID || b.Lo != lo || b.Hi < b.Lo || b.Hi > size || int64(b.Hi) != want.Int64() {
+							t.Fatalf("Split(%d) = %v: block %d is %+v, want {Node %d, Lo %d, Hi %d}",
+								n, blocks, i, b, g.node.ID, lo, want)
+						}
+						lo = b.Hi
+					}
+					if lo != size {
+						t.Fatalf("Split(%d) = %v ends at %d, want %d", n, blocks, lo, size)
+					}
+				})
+			}
+		})
+	}
+}
+
+// Every range a ParallelFor hands its body lies in [0, n) and is not
+// empty, for every n and grain up to math.MaxInt, from outside the pool
+// and from inside a task, with and without strict loops; each call
+// returns, and one run to the end covers [0, n) exactly once. A body
+// over more than edgeSmall indexes stops its loop after a few calls
+// (an error, or cancelling ctx), so a loop over math.MaxInt ends soon.
+//
+// The part a worker ran was once [lo, min(lo+grain, hi)): near
+// math.MaxInt lo+grain wrapped, and the body was called with reversed,
+// negative ranges for ever. On two nodes the split gave the second node a
+// reversed block that never counted as done, and the call never returned.
+func TestParallelForRangesNearMaxInt(t *testing.T) {
+	type loop func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error
+	loops := []struct {
+		name string
+		run  loop
+		stop error // what the body's stop makes the loop return
+	}{
+		{"Pool.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
+			return p.ParallelForErr(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
+		}, errEnough},
+		{"Pool.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
+			return p.ParallelForCtx(ctx, n, grain, func(_ *Worker, lo, hi int) { _ = body(lo, hi) })
+		}, context.Canceled},
+		{"Worker.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
+			if serr := inTask(p, func(w *Worker) {
+				err = w.ParallelForErr(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
+			}); serr != nil {
+				return serr
+			}
+			return err
+		}, errEnough},
+		{"Worker.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
+			if serr := inTask(p, func(w *Worker) {
+				err = w.ParallelForCtx(ctx, n, grain, func(_ *Worker, lo, hi int) { _ = body(lo, hi) })
+			}); serr != nil {
+				return serr
+			}
+			return err
+		}, context.Canceled},
+	}
+	for _, pc := range edgePools {
+		t.Run(pc.name, func(t *testing.T) {
+			p := newTestPool(t, pc.opts...)
+			defer p.Close()
+			for _, lp := range loops {
+				t.Run(lp.name, func(t *testing.T) {
+					for _, n := range edgeSizes {
+						for _, grain := range edgeGrains {
+							name := fmt.Sprintf("%s(n %d, grain %d)", lp.name, n, grain)
+							t.Run(fmt.Sprintf("n=%d/grain=%d", n, grain), func(t *testing.T) {
+								ctx, cancel := context.WithCancel(context.Background())
+								defer cancel()
+								log := &rangeLog{n: n}
+								body := func(lo, hi int) error {
+									if log.add(lo, hi) >= edgeStopAfter && n > edgeSmall {
+										cancel()
+										return errEnough
+									}
+									return nil
+								}
+								var err error
+								noHang(pc.name+" "+name, log, func() { err = lp.run(p, ctx, n, grain, body) })
+								log.check(t, err == nil)
+								if err != nil && !errors.Is(err, lp.stop) {
+									t.Errorf("%s = %v, want nil or %v", name, err, lp.stop)
+								}
+								if n <= edgeSmall && err != nil {
+									t.Errorf("%s = %v; its body never stops it", name, err)
+								}
+							})
+						}
+					}
+				})
+			}
+		})
+	}
+}
