@@ -501,9 +501,8 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		return w.fromShard(p.groups[v.Group], 0)
 	}
 	vw := p.workers[v.Worker]
-	before := w.local.Len()
-	it, ok := vw.stealer.StealInto(w.local)
-	n := uint64(w.local.Len() - before + 1)
+	it, moved := vw.stealer.StealInto(w.local)
+	ok, n := moved > 0, uint64(moved)
 	if !ok {
 		if jt := vw.joinSlot.Load(); jt != nil && vw.joinSlot.CompareAndSwap(jt, nil) {
 			it, ok, n = jt.item(), true, 1
