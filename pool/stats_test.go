@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The steal counters count what the steals moved: the tasks stolen never
@@ -77,5 +78,61 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 				t.Error("no worker stole: the test does not reach stealing")
 			}
 		})
+	}
+}
+
+// With WithStrictLoops no loop piece runs off its node: the pieces a dry
+// node takes from the busy one go straight back. Such a steal is not a
+// cross-node steal: the cross-node counters stay at the pieces that ran
+// off node (none), and the steals sent home are counted apart, their
+// pieces in SentHome.
+func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
+	const n, grain = 4000, 4
+	p := newTestPool(t, WithSpec("2x1"), WithStrictLoops())
+	nodeOf := make([]int, n)
+	split := p.Split(n)
+	for _, b := range split {
+		for i := b.Lo; i < b.Hi; i++ {
+			nodeOf[i] = b.Node
+		}
+	}
+	slow := split[0] // node 0's block takes a few ms, node 1's no time
+	var offNode atomic.Int64
+	stop := watchdog(t, hangBound, "the loops and Close")
+	for range 5 {
+		err := p.ParallelFor(n, grain, func(w *Worker, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if nodeOf[i] != w.Node() {
+					offNode.Add(1)
+				}
+			}
+			if lo >= slow.Lo && lo < slow.Hi {
+				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	st := p.Stats().Total
+	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
+		st.StealsCrossNode, st.TasksStolenCrossNode, st.StealsSentHome, st.SentHome)
+	if offNode.Load() != 0 {
+		t.Fatalf("WithStrictLoops: %d indexes ran off their node", offNode.Load())
+	}
+	if st.StealsCrossNode != 0 || st.TasksStolenCrossNode != 0 {
+		t.Errorf("no piece ran off its node, but Stats count %d cross-node steals of %d tasks",
+			st.StealsCrossNode, st.TasksStolenCrossNode)
+	}
+	if st.StealsSentHome == 0 {
+		t.Error("the dry node sent no steal home: the test does not reach the case")
+	}
+	if st.SentHome < st.StealsSentHome {
+		t.Errorf("%d steals sent home, but only %d tasks sent home", st.StealsSentHome, st.SentHome)
 	}
 }
