@@ -22,16 +22,16 @@ import (
 // a task on w.
 //
 // Order and cancellation: functions that outside code starts begin in the
-// order of the calls (whichever worker runs them); functions started from
-// inside a task go to the back of the calling worker's queue, which the
-// worker runs oldest first and thieves take from the front. Once the
-// group's context is cancelled (the first error, or ctx), functions that
-// have not begun are skipped, so a failure early in the order saves the
-// rest; Wait returns the first error, or the context's cause. A Group is
-// made for one round: used again after Wait it runs new functions, but its
-// context is already done and its first error stays, as errgroup's. If
-// Shutdown gives up before a function began, Wait returns an error
-// wrapping ErrAbandoned.
+// order of the calls (whichever worker runs them; those of calls that
+// overlap in either order); functions started from inside a task go to
+// the back of the calling worker's queue, which the worker runs oldest
+// first and thieves take from the front. Once the group's context is
+// cancelled (the first error, or ctx), functions that have not begun are
+// skipped, so a failure early in the order saves the rest; Wait returns
+// the first error, or the context's cause. A Group is made for one round:
+// used again after Wait it runs new functions, but its context is already
+// done and its first error stays, as errgroup's. If Shutdown gives up
+// before a function began, Wait returns an error wrapping ErrAbandoned.
 type Group struct {
 	pool    *Pool
 	ctx     context.Context
@@ -44,8 +44,9 @@ type Group struct {
 
 	// Tasks started from outside the pool, oldest first. Each is queued
 	// as a turn: whichever of them a worker runs, it runs the oldest
-	// function, so they start in the order of the calls, whatever order
-	// the pool's batches and steals run the turns in.
+	// accepted function, so they start in the order of the calls, whatever
+	// order the pool's batches and steals run the turns in. See start for
+	// why only accepted ones.
 	mu    sync.Mutex
 	fifo  []*groupTask
 	first int
@@ -112,7 +113,7 @@ func (g *Group) Go(fn func(w *Worker) error) {
 			}
 		}
 	}
-	g.start(w, fn)
+	_ = g.start(w, fn) // a refusal fails the group: Wait reports it
 }
 
 // TryGo runs fn in the group unless the limit is reached; it reports
@@ -128,23 +129,25 @@ func (g *Group) TryGo(fn func(w *Worker) error) bool {
 			return false
 		}
 	}
-	g.start(g.pool.workerOf(), fn)
+	_ = g.start(g.pool.workerOf(), fn) // as in Go
 	return true
 }
 
 // groupTask is one task of a Group, in one allocation with its task.
-// turn: queued from outside, it runs the group's oldest such function
-// rather than its own.
+// turn: queued from outside, it runs the group's oldest accepted such
+// function rather than its own. accepted: the pool took its turn (see
+// start).
 type groupTask struct {
 	task
-	g    *Group
-	fn   func(*Worker) error
-	turn bool
+	g        *Group
+	fn       func(*Worker) error
+	turn     bool
+	accepted atomic.Bool
 }
 
 func (gt *groupTask) run(w *Worker) {
 	if gt.turn {
-		gt = gt.g.oldest()
+		gt = gt.g.takeTurn(gt)
 	}
 	err := ErrGoexit // stays if fn ends by runtime.Goexit
 	defer func() {
@@ -166,19 +169,20 @@ func (gt *groupTask) run(w *Worker) {
 
 func (gt *groupTask) drop(cause error) {
 	if gt.turn {
-		gt.g.oldest() // a dropped turn: the oldest function never begins
+		gt.g.takeTurn(gt) // a dropped turn: the oldest accepted function never begins
 	}
 	gt.g.fail(cause)
 	gt.g.finish()
 }
 
-// refuse takes back a function the pool refused before it was queued:
-// that one, not the oldest, never begins.
+// refuse takes back a function whose turn the pool refused: that one,
+// not the oldest, never begins. No turn can have taken it, since it was
+// never accepted.
 func (g *Group) refuse(gt *groupTask, cause error) {
 	g.mu.Lock()
 	for i := len(g.fifo) - 1; i >= g.first; i-- {
 		if g.fifo[i] == gt {
-			g.fifo = append(g.fifo[:i], g.fifo[i+1:]...)
+			g.take(i)
 			break
 		}
 	}
@@ -187,31 +191,64 @@ func (g *Group) refuse(gt *groupTask, cause error) {
 	g.finish()
 }
 
-// oldest takes the oldest function started from outside.
-func (g *Group) oldest() *groupTask {
+// takeTurn is what turn own does when a worker runs or drops it: it takes
+// the oldest accepted function started from outside. A turn in a queue
+// is an accepted one, so it marks own first, and then finds one: each
+// turn taken so far marked its own function before it took one, so the
+// accepted functions are never fewer than the turns that came to take
+// them.
+func (g *Group) takeTurn(own *groupTask) *groupTask {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gt := g.fifo[g.first]
-	g.fifo[g.first] = nil
-	if g.first++; g.first == len(g.fifo) {
-		g.fifo, g.first = g.fifo[:0], 0
+	own.accepted.Store(true)
+	for i := g.first; i < len(g.fifo); i++ {
+		if gt := g.fifo[i]; gt.accepted.Load() {
+			g.take(i)
+			return gt
+		}
 	}
-	return gt
+	panic("pool: a Group's turn found no accepted function") // see above: cannot happen
 }
 
-// start queues fn: on w, the calling worker, or from outside the pool.
-func (g *Group) start(w *Worker, fn func(w *Worker) error) {
+// take removes fifo[i]. g.mu must be held.
+func (g *Group) take(i int) {
+	if i == g.first {
+		g.fifo[i] = nil
+		g.first++
+	} else {
+		copy(g.fifo[i:], g.fifo[i+1:])
+		g.fifo[len(g.fifo)-1] = nil
+		g.fifo = g.fifo[:len(g.fifo)-1]
+	}
+	if g.first == len(g.fifo) {
+		g.fifo, g.first = g.fifo[:0], 0
+	}
+}
+
+// start queues fn: on w, the calling worker, or from outside the pool,
+// and reports the pool's refusal (ErrClosed), which also fails the group.
+//
+// From outside, fn joins the fifo before its turn is pushed, since a
+// worker may run the turn before the push returns; a turn takes the oldest
+// function that is accepted: its push returned, or its own turn runs (the
+// push queued it). A function whose push is still under way is passed
+// over: were it taken, a refused push would leave a function that did run
+// (and one that never runs, without a turn). So a refused call removes
+// its own function, which no turn has taken. The order holds: a call that
+// returned has marked its function, before any later call adds one; only
+// calls that overlap may begin in either order.
+func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	g.pending.Add(1)
 	g.wg.Add(1)
 	gt := &groupTask{task: task{home: noHome}, g: g, fn: fn}
 	gt.job = gt
 	if w != nil {
 		w.spawn(&gt.task, atBack)
-		return
+		return nil
 	}
 	if g.pool.state.Load() != running {
 		gt.drop(ErrClosed)
-		return
+		return ErrClosed
 	}
 	gt.turn = true
 	g.mu.Lock()
@@ -219,7 +256,10 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) {
 	g.mu.Unlock()
 	if err := g.pool.push(context.Background(), g.pool.nextGroup(), gt.item(), true); err != nil {
 		g.refuse(gt, err)
+		return err
 	}
+	gt.accepted.Store(true)
+	return nil
 }
 
 func (g *Group) finish() {

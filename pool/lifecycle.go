@@ -302,8 +302,8 @@ func (w *Worker) dropQueued() {
 			continue
 		}
 		for {
-			it, ok := v.stealer.StealInto(w.local)
-			if !ok {
+			it, moved := v.stealer.StealInto(w.local)
+			if moved == 0 {
 				break
 			}
 			p.dropItem(it, true)

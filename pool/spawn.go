@@ -56,6 +56,7 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 		w.c.Spawned++
 	}
 	w.c.SentHome++
+	w.sentHome(remade)
 	w.queueIn(g, t)
 }
 

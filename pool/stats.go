@@ -4,9 +4,14 @@ import (
 	"sync/atomic"
 )
 
-// Counters are a worker's (or a node's, or the pool's) event counts.
+// Counters are a worker's (or a node's, or the pool's) event counts. A
+// steal from another node is counted by what happened to the first task
+// it took, the one the thief runs next: run there, it is a cross-node
+// steal; sent back to its node (a strict task, a loop piece, a soft task
+// whose node keeps up), it is a steal sent home, and moved no work off
+// its node.
 type Counters struct {
-	TasksRun  uint64 `json:"tasks_run"` // tasks started
+	TasksRun  uint64 `json:"tasks_run"` // tasks started (a loop piece sent home included)
 	Completed uint64 `json:"completed"` // tasks finished, panicked or not
 	Panicked  uint64 `json:"panicked"`  // tasks (and loop parts, Join halves) whose function panicked
 	// Spawned counts tasks made inside tasks: Spawn, Join offers,
@@ -15,10 +20,11 @@ type Counters struct {
 	Spawned              uint64 `json:"spawned"`
 	LIFOHits             uint64 `json:"lifo_hits"`               // tasks taken from the LIFO slot
 	InjectPulls          uint64 `json:"inject_pulls"`            // takes from the worker's own node's shards (a batch, or one pinned task)
-	StealsInNode         uint64 `json:"steals_in_node"`          // successful steals from workers of the same node
-	StealsCrossNode      uint64 `json:"steals_cross_node"`       // successful steals from other nodes (workers or shards)
-	TasksStolenInNode    uint64 `json:"tasks_stolen_in_node"`    // tasks moved by in-node steals
-	TasksStolenCrossNode uint64 `json:"tasks_stolen_cross_node"` // tasks moved by cross-node steals
+	StealsInNode         uint64 `json:"steals_in_node"`          // steals from workers of the same node (queue, LIFO or join slot)
+	StealsCrossNode      uint64 `json:"steals_cross_node"`       // steals from other nodes (workers, shards, loop chunks) whose first task ran here
+	TasksStolenInNode    uint64 `json:"tasks_stolen_in_node"`    // tasks moved by the steals StealsInNode counts
+	TasksStolenCrossNode uint64 `json:"tasks_stolen_cross_node"` // tasks moved by the steals StealsCrossNode counts
+	StealsSentHome       uint64 `json:"steals_sent_home"`        // steals from other nodes whose first task was sent back to its node
 	Parks                uint64 `json:"parks"`                   // times the worker slept
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
 	SentHome             uint64 `json:"sent_home"`               // tasks sent back to their node: strict ones, loop pieces, soft ones whose node keeps up
@@ -27,12 +33,12 @@ type Counters struct {
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
 }
 
-const nCounters = 16
+const nCounters = 17
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
-		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.Parks, &c.Overflows,
-		&c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks}
+		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.StealsSentHome,
+		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.
@@ -51,6 +57,50 @@ func (c *Counters) add(o Counters) {
 	}
 }
 
+// crossSteal is a worker's last steal from another node while the fate
+// of its first task is open. The thief runs that task right after the
+// steal (run), and it is decided before any other task starts on the
+// worker: run sends a strict or soft task home before it counts the
+// task run, a loop piece (piece.run) sends itself home right after.
+// So sentHome knows the first task by the run count, and everything
+// else that reaches the worker's counters (the next steal, publish)
+// comes after the decision: a steal still open then ran its task here.
+type crossSteal struct {
+	moved uint64 // tasks the steal moved, the first included; 0: none open
+	ran   uint64 // TasksRun at the steal
+}
+
+// stoleCross notes a steal of moved tasks from another node, counted
+// once its first task's fate is known.
+func (w *Worker) stoleCross(moved uint64) {
+	w.countCross()
+	w.cross = crossSteal{moved: moved, ran: w.c.TasksRun}
+}
+
+// countCross counts the open cross-node steal, if any, as one whose first
+// task ran here.
+func (w *Worker) countCross() {
+	if w.cross.moved != 0 {
+		w.c.StealsCrossNode++
+		w.c.TasksStolenCrossNode += w.cross.moved
+		w.cross.moved = 0
+	}
+}
+
+// sentHome counts the open cross-node steal, if the task being sent
+// home is its first, as a steal sent home: a task sent home before it
+// was counted run (remade false), or a loop piece, which was (remade).
+func (w *Worker) sentHome(remade bool) {
+	ran := w.cross.ran
+	if remade {
+		ran++
+	}
+	if w.cross.moved != 0 && w.c.TasksRun == ran {
+		w.c.StealsSentHome++
+		w.cross.moved = 0
+	}
+}
+
 // published is the copy of a worker's counters that Stats reads. The
 // owner counts in plain fields and copies them here every publishEvery
 // tasks and whenever it parks or ends, so counting costs the hot path no
@@ -63,6 +113,7 @@ type published struct {
 }
 
 func (w *Worker) publish() {
+	w.countCross()
 	for i, v := range w.c.fields() {
 		w.pub.v[i].Store(*v)
 	}

@@ -90,6 +90,7 @@ type Worker struct {
 	keepOff     keepOff         // other groups this worker leaves alone for a while
 	keepTimer   *time.Timer     // wakes the parked worker when a keep-off ends
 	c           Counters        // written by the owner only; published to pub
+	cross       crossSteal      // the last steal from another node, until its first task's fate counts it
 	bound       topology.CPUSet // the OS CPUs the thread is bound to
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
 	tid         atomic.Int32    // the worker's OS thread (0 where unknown, with no thread of its own, or between two)
@@ -360,8 +361,7 @@ func (w *Worker) fromShard(g *group, n int) item {
 	if g == w.group {
 		w.c.InjectPulls++
 	} else {
-		w.c.StealsCrossNode++
-		w.c.TasksStolenCrossNode += uint64(len(items))
+		w.stoleCross(uint64(len(items)))
 	}
 	for i := range items {
 		items[i] = items[i].taken()
@@ -483,9 +483,8 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		return w.fromShard(p.groups[v.Group], 0)
 	}
 	vw := p.workers[v.Worker]
-	before := w.local.Len()
-	it, ok := vw.stealer.StealInto(w.local)
-	n := uint64(w.local.Len() - before + 1)
+	it, moved := vw.stealer.StealInto(w.local)
+	ok, n := moved > 0, uint64(moved)
 	if !ok {
 		if jt := vw.joinSlot.Load(); jt != nil && vw.joinSlot.CompareAndSwap(jt, nil) {
 			it, ok, n = jt.item(), true, 1
@@ -503,8 +502,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
 	} else {
-		w.c.StealsCrossNode++
-		w.c.TasksStolenCrossNode += n
+		w.stoleCross(n)
 	}
 	w.fromWorker = true // fork-join and spawned work: keep a searcher about
 	return it

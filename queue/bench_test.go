@@ -81,7 +81,7 @@ func benchSteal(b *testing.B, burst int) {
 		mine, _ := New[*task]()
 		n, k := int64(0), int64(0)
 		for !stop.Load() {
-			if _, ok := victim.StealInto(mine); ok {
+			if _, moved := victim.StealInto(mine); moved > 0 {
 				n++
 				k++
 				for {

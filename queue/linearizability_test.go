@@ -39,8 +39,11 @@ func stepQueue(s qState, in qInput, out qOutput) []qState {
 			return []qState{{s.ring + string(in.v), s.inject}}
 		case out.moved == half+1 && len(s.ring) == Capacity:
 			return []qState{{s.ring[half:], s.inject + s.ring[:half] + string(in.v)}}
-		case out.moved == 1 && len(s.ring) >= Capacity-half:
-			// Full while a thief copies out its claim (already gone here).
+		case out.moved == 1 && len(s.ring) < Capacity:
+			// Full while a thief copies out its claim (already gone here):
+			// the slots it claimed, and those the owner popped since the
+			// claim, stay taken until the thief commits, so the ring can
+			// be full with anything from none to Capacity-1 tasks left.
 			return []qState{{s.ring, s.inject + string(in.v)}}
 		}
 	case "pop":
@@ -119,8 +122,8 @@ func TestLinearizable(t *testing.T) {
 				<-start
 				for range 12 {
 					rec.do(thief, qInput{op: "steal"}, func() qOutput {
-						v, ok := victim.StealInto(mine)
-						if !ok {
+						v, moved := victim.StealInto(mine)
+						if moved == 0 {
 							return qOutput{}
 						}
 						var got []byte
@@ -130,6 +133,9 @@ func TestLinearizable(t *testing.T) {
 								break
 							}
 							got = append(got, w)
+						}
+						if moved != len(got)+1 { // nobody else takes from mine
+							t.Errorf("StealInto moved %d tasks and reported %d", len(got)+1, moved)
 						}
 						return qOutput{stolen: string(append(got, v))}
 					})

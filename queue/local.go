@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"runtime"
 	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
@@ -213,11 +214,13 @@ func (s *Stealer[T]) Len() int {
 
 // StealInto moves half of this ring's tasks (n - n/2 of n, the oldest)
 // into dst, the calling worker's own ring, and returns one of them to run
-// now. It gives up, returning false, when dst is more than half full, when
-// another thief is stealing from this ring, or when there is nothing to
-// steal. The caller must own dst. Any goroutine.
-func (s *Stealer[T]) StealInto(dst *Local[T]) (T, bool) {
-	var zero T
+// now and how many it moved, that one included (Tokio's steal_into
+// counts the same). It gives up, returning 0, when dst is more than half
+// full, when another thief is stealing from this ring, or when there is
+// nothing to steal. The count is the steal's own: dst's Len before and
+// after does not give it, since other thieves may finish taking from dst
+// meanwhile. The caller must own dst. Any goroutine.
+func (s *Stealer[T]) StealInto(dst *Local[T]) (t T, moved int) {
 	if s.r == dst.r {
 		panic("queue: StealInto the ring it steals from")
 	}
@@ -227,21 +230,21 @@ func (s *Stealer[T]) StealInto(dst *Local[T]) (T, bool) {
 	dstTail := d.tail.Load()
 	dstSteal, _ := unpack(d.head.Load())
 	if dstTail-dstSteal > Capacity/2 {
-		return zero, false
+		return t, 0
 	}
 	n := s.stealInto(d, dstTail)
 	if n == 0 {
-		return zero, false
+		return t, 0
 	}
 	// Run the newest of the stolen tasks; publish the rest.
-	n--
-	idx := (dstTail + n) & mask
-	t := d.buf[idx]
+	idx := (dstTail + n - 1) & mask
+	t = d.buf[idx]
+	var zero T
 	d.buf[idx] = zero
-	if n > 0 {
-		d.tail.Store(dstTail + n) // release: publishes the stolen batch
+	if n > 1 {
+		d.tail.Store(dstTail + n - 1) // release: publishes the stolen batch
 	}
-	return t, true
+	return t, int(n)
 }
 
 // stealInto claims n - n/2 tasks, copies them to dst's slots from dstTail
@@ -275,6 +278,14 @@ func (s *Stealer[T]) stealInto(d *ring[T], dstTail uint32) uint32 {
 			break
 		}
 		prev = r.head.Load()
+	}
+	if raceEnabled {
+		// Under -race, let the owner and the other thieves run while this
+		// steal holds its claim, a window that is otherwise a few
+		// nanoseconds wide (the runtime randomises its scheduler under
+		// -race for the same reason): tests then meet steals in progress
+		// in most runs.
+		runtime.Gosched()
 	}
 	first, _ := unpack(prev)
 	var zero T

@@ -109,16 +109,13 @@ func TestStealTakesHalfTheOldest(t *testing.T) {
 		for i := range n {
 			pushTo(src, i, inj)
 		}
-		v, ok := s.StealInto(dst)
+		v, moved := s.StealInto(dst)
 		want := n - n/2
-		if n == 0 {
-			if ok {
-				t.Fatalf("stole %d from an empty ring", v)
-			}
-			continue
+		if moved != want {
+			t.Fatalf("n=%d: StealInto reported %d tasks moved, want %d", n, moved, want)
 		}
-		if !ok {
-			t.Fatalf("n=%d: steal failed", n)
+		if n == 0 {
+			continue
 		}
 		// The returned task is the newest stolen; the rest are in dst.
 		stolen := append(drain(dst), v)
@@ -141,11 +138,11 @@ func TestStealRefusesWhenThiefMoreThanHalfFull(t *testing.T) {
 	for i := range Capacity/2 + 1 {
 		pushTo(dst, 100+i, inj)
 	}
-	if _, ok := s.StealInto(dst); ok {
+	if _, moved := s.StealInto(dst); moved != 0 {
 		t.Fatal("stole into a ring more than half full")
 	}
 	dst.Pop() // exactly half full now: allowed
-	if _, ok := s.StealInto(dst); !ok {
+	if _, moved := s.StealInto(dst); moved == 0 {
 		t.Fatal("refused to steal into a half-full ring")
 	}
 }
@@ -159,7 +156,7 @@ func TestStealRefusesWhileAnotherStealIsInProgress(t *testing.T) {
 	}
 	// A thief has claimed task 0 and not committed.
 	src.r.head.Store(pack(0, 1))
-	if _, ok := s.StealInto(dst); ok {
+	if _, moved := s.StealInto(dst); moved != 0 {
 		t.Fatal("a second thief stole during a steal")
 	}
 	// The owner still pops past the claimed slot.
@@ -206,7 +203,7 @@ func TestStealDuringOverflow(t *testing.T) {
 		t.Fatal("steal in progress")
 	}
 	tail := l.r.tail.Load()
-	if _, ok := s.StealInto(dst); !ok { // the thief wins the race
+	if _, moved := s.StealInto(dst); moved == 0 { // the thief wins the race
 		t.Fatal("steal failed")
 	}
 	if _, ok := l.takeHalf(real, tail); ok {

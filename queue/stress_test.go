@@ -68,7 +68,7 @@ func TestExactlyOnce(t *testing.T) {
 				if victim == victims[i+1] {
 					continue
 				}
-				if v, ok := victim.StealInto(mine); ok {
+				if v, moved := victim.StealInto(mine); moved > 0 {
 					steals.Add(1)
 					c.run(v)
 					continue
@@ -180,4 +180,112 @@ func TestInjectExactlyOnce(t *testing.T) {
 	stop.Store(true)
 	cons.Wait()
 	c.check(t)
+}
+
+// StealInto's count is what the steal moved, also while other thieves take
+// from the thief's own ring: one owner pushes (spilling to the inject
+// shard) and pops, thieves steal from it and from each other, and every
+// ring's books balance at the end. Into ring r went the owner's pushes
+// that stayed in it and, of each steal into r, the tasks besides the one
+// returned; out of it went pops, the owner's spills and every task stolen
+// from it. A count off by one steal unbalances two rings.
+func TestStealCountsWhatMoved(t *testing.T) {
+	total := 300_000
+	if testing.Short() {
+		total = 10_000
+	}
+	const thieves = 3
+	c := &tally{runs: make([]atomic.Int32, total)}
+	inj := NewInjectShard[int]()
+	locals := make([]*Local[int], thieves+1) // 0 is the owner's
+	victims := make([]*Stealer[int], thieves+1)
+	for i := range locals {
+		locals[i], victims[i] = New[int]()
+	}
+	ins := make([]atomic.Int64, thieves+1)
+	outs := make([]atomic.Int64, thieves+1)
+	var done atomic.Bool
+	var steals, stolenFromThieves atomic.Int64
+	var wg sync.WaitGroup
+	for i := 1; i <= thieves; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := locals[i]
+			rng := rand.New(rand.NewPCG(uint64(i), 13))
+			for {
+				if v, ok := mine.Pop(); ok {
+					outs[i].Add(1)
+					c.run(v)
+					continue
+				}
+				k := rng.IntN(len(victims))
+				if k == i {
+					continue
+				}
+				if v, moved := victims[k].StealInto(mine); moved > 0 {
+					outs[k].Add(int64(moved))
+					ins[i].Add(int64(moved - 1))
+					steals.Add(1)
+					if k != 0 {
+						stolenFromThieves.Add(1)
+					}
+					c.run(v)
+					if moved > 1 {
+						runtime.Gosched() // let the others find the rest in mine
+					}
+					continue
+				}
+				if v, ok := inj.Pop(); ok {
+					c.run(v)
+					continue
+				}
+				if done.Load() && victims[0].IsEmpty() && inj.IsEmpty() {
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+
+	owner := locals[0]
+	rng := rand.New(rand.NewPCG(3, 4))
+	for v := range total {
+		if spilled := owner.Push(v); spilled == nil {
+			ins[0].Add(1)
+		} else {
+			outs[0].Add(int64(len(spilled) - 1)) // all but v had been in the ring
+			inj.Requeue(spilled...)
+			clear(spilled)
+		}
+		if rng.IntN(4) == 0 {
+			if v, ok := owner.Pop(); ok {
+				outs[0].Add(1)
+				c.run(v)
+			}
+		}
+	}
+	for {
+		v, ok := owner.Pop()
+		if !ok {
+			break
+		}
+		outs[0].Add(1)
+		c.run(v)
+	}
+	done.Store(true)
+	wg.Wait()
+	for _, v := range inj.PopN(nil, inj.Len()) {
+		c.run(v)
+	}
+	c.check(t)
+	for i := range ins {
+		if in, out := ins[i].Load(), outs[i].Load(); in != out {
+			t.Errorf("ring %d: %d tasks went in and %d came out by the counts", i, in, out)
+		}
+	}
+	t.Logf("%d tasks, %d steals, %d of them from thieves", total, steals.Load(), stolenFromThieves.Load())
+	if stolenFromThieves.Load() == 0 {
+		t.Error("no thief stole from another: the test does not reach steals from a ring being stolen into")
+	}
 }
