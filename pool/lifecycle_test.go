@@ -775,6 +775,21 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 		}
 	}
 
+	// Another Shutdown, its ctx already done, gives up too, at once and
+	// with the same counts, while the task is still stuck.
+	again, cancelAgain := context.WithCancel(context.Background())
+	cancelAgain()
+	var n2 int
+	var err2 error
+	start := time.Now()
+	within(t, hangBound, "a second Shutdown with a done ctx", func() { n2, err2 = p.Shutdown(again) })
+	if took := time.Since(start); took > giveUpBound {
+		t.Errorf("a second Shutdown with a done ctx took %v; want within %v", took, giveUpBound)
+	}
+	if n2 != queued || !gaveUpEarly(err2) || !errors.Is(err2, context.Canceled) {
+		t.Errorf("a second Shutdown = %d, %v; want %d and an error saying a task is still running, wrapping context.Canceled", n2, err2, queued)
+	}
+
 	// Close waits for the stuck task.
 	closed := make(chan struct{})
 	var closeErr error
