@@ -44,7 +44,11 @@ func assignCPUs(t *topology.Topology, order []int, n int, c *claim) []int {
 	return cpus
 }
 
-// release gives the claimed CPUs back.
+// release gives the claimed CPUs back. The last of the pool's workers to
+// end calls it (workerEnded), also after a Shutdown that gave up while
+// tasks ran: until those tasks return, their workers' threads still run
+// on these CPUs, so a pool made meanwhile places its workers on others
+// first. A claim only orders the choice of CPUs; it reserves none.
 func (c *claim) release() {
 	if c == nil {
 		return

@@ -156,8 +156,10 @@ func TestHardShutdownRacesDrainAccounting(t *testing.T) {
 				iter, specName(spec), plainAcc.Load(), plainRan.Load(), lost, futAband.Load(), joinBAband.Load(), abandoned, ns, errs)
 		}
 		for e := range 3 {
-			if ns[e] != int(abandoned) {
-				t.Errorf("iter %d: Shutdown %d returned n=%d, Stats.Abandoned=%d", iter, e, ns[e], abandoned)
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(abandoned) || ns[e] != int(abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned n=%d, %v; Stats.Abandoned=%d", iter, e, ns[e], errs[e], abandoned)
 			}
 		}
 		if futOther.Load() != 0 {

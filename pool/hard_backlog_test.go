@@ -222,8 +222,10 @@ func TestHardBacklogAbortAccounting(t *testing.T) {
 				iter, specName(spec), acc, ran, notRun, abandoned, ns, errs)
 		}
 		for e := range 3 {
-			if ns[e] != int(abandoned) {
-				t.Errorf("iter %d: Shutdown %d returned %d, Stats %d", iter, e, ns[e], abandoned)
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(abandoned) || ns[e] != int(abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned %d, %v; Stats %d", iter, e, ns[e], errs[e], abandoned)
 			}
 		}
 		if testing.Verbose() && iter%6 == 0 {

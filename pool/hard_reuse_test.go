@@ -456,8 +456,10 @@ func TestHardReuseAbortAccounting(t *testing.T) {
 				iter, specName(spec), st.Submitted, st.Total.TasksRun, st.Abandoned)
 		}
 		for e := range 2 {
-			if ns[e] != int(st.Abandoned) {
-				t.Errorf("iter %d: Shutdown %d returned %d, Stats.Abandoned %d", iter, e, ns[e], st.Abandoned)
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(st.Abandoned) || ns[e] != int(st.Abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned %d, %v; Stats.Abandoned %d", iter, e, ns[e], errs[e], st.Abandoned)
 			}
 		}
 		if t.Failed() {

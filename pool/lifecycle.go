@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/numapool/numapool/queue"
@@ -21,20 +23,29 @@ import (
 // everything queued and everything that work spawns. drained and aborting
 // are final: in both the workers end, the last one to end drops whatever
 // is still queued (nothing, after a drain), gives the CPUs back and
-// closes Pool.done. Every exit (Close, Shutdown, any number of times, in
-// any order, from any goroutine outside the pool) waits for done, and a
-// Shutdown whose ctx ends first moves closing to aborting and then waits
-// for done too: the tasks already running finish, nothing else starts.
+// closes Pool.done. In aborting a worker ends at its next look between
+// tasks; a worker in a task that does not return (blocked on a channel
+// nobody closes) ends only when that task does. Close, and Shutdown while
+// its ctx is not done, wait for done: every worker has ended, every task
+// that was running has returned. A Shutdown whose ctx ends first moves
+// closing to aborting and does not wait for done: it gives up within
+// shutdownSlack, reporting the tasks still running and the tasks dropped.
+// Any number of exits, in any order, from any goroutine outside the pool,
+// each return on those terms.
 //
 // Who waits on what:
-//   - Close and Shutdown wait on done (and Shutdown on its ctx);
+//   - Close and Shutdown wait on done, and Shutdown on its ctx; once that
+//     is done, Shutdown waits at most shutdownSlack more (giveUp): up to
+//     shutdownSettle for done, as the workers not in a task end, then for
+//     the sweep to drop what is queued, then it returns;
 //   - a Submit that waits for room in a bounded shard waits on intake,
 //     closed when intake closes;
 //   - a parked worker waits on its wake channel; every state change
 //     wakes all of them (idle.wakeAll);
-//   - ParallelFor, Group.Wait and Join wait on their own tasks, which
-//     either run or are dropped, and a dropped task completes its waiter
-//     with an error wrapping ErrAbandoned and the Shutdown's cause.
+//   - ParallelFor, Group.Wait, Join and a Future wait on their own tasks,
+//     which either run or are dropped, and a dropped task completes its
+//     waiter with an error wrapping ErrAbandoned and the Shutdown's cause;
+//   - the last worker to end waits for a sweep in progress (sweep.lastOut).
 //
 // Why no accepted task is lost. A task is accepted from outside the pool
 // when Push into a node's shard succeeds; Push takes the shard's lock and
@@ -54,6 +65,16 @@ import (
 // that worker parks and are seen by the last worker to park. Submit's
 // state check before the push is only a fast path.
 //
+// Why every dropped task is counted once. Each drop follows a take that
+// one taker alone can win: a shard's pop under its lock, a steal's CAS on
+// the victim's head, the owner's pop, a swap of a LIFO slot, a CAS of a
+// join slot. The one count that reads lengths instead is the last
+// worker's (workerEnded), made when every worker has ended, so that
+// nobody else takes, unless a sweep runs: the sweep and the last worker
+// settle under sweep.mu which of them goes first, and a last worker that
+// comes second waits for the sweep to finish and then counts each task
+// as it drops it.
+//
 // Why every waiter returns. A task either runs or is dropped, and both
 // complete its waiter (job.run, job.drop). In aborting a worker stops
 // between tasks and drops its own queue (dropLocal) before it ends (a
@@ -63,14 +84,48 @@ import (
 // other workers' queues and slots, and the shards (dropQueued), so what
 // it waits for is running somewhere or dropped, even when its owner is
 // itself waiting inside a task; a loop stops handing out pieces; the last
-// worker to end drops what tasks running meanwhile queued.
+// worker to end drops what tasks running meanwhile queued. A worker in a
+// task that does not return drops nothing, so a Shutdown that gives up
+// drops for it: the sweep, a goroutine of its own, takes from every
+// worker's queue and slots and from the shards exactly as dropQueued
+// does, so the waiters of work queued behind a stuck task return when
+// Shutdown does, not when that task ends.
+//
+// A task still running when Shutdown returns may queue more work. From
+// outside the pool none is accepted (ErrClosed). What it queues on its
+// own worker (Spawn, Async, Group.Go, Join's b) is dropped as soon as it
+// waits for that work (helpUntil, in aborting) and otherwise when it
+// returns, as its worker drops its queues and ends; what it sends to a
+// node's shard (a Node target) is dropped then too, by the last worker.
+// None of it runs (bar the usual task some other worker took before it
+// saw the abort), each drop is counted in Stats.Abandoned, and each
+// waiter gets ErrAbandoned: a later Close, which waits for the last
+// worker, returns the final count.
+//
+// The CPUs. A pool's claim on its workers' CPUs (claims.go) is given back
+// by the last worker to end, not when a Shutdown gives up: a worker still
+// in a task still runs on its CPU, and a pool made meanwhile should place
+// its workers beside it rather than on it.
 
 // Errors of the life cycle.
 var (
-	// ErrAbandoned: a task was dropped by a Shutdown whose deadline
-	// passed before it started. ParallelFor, Group.Wait and Join return an
-	// error wrapping it and the Shutdown's cause (ctx.Err()).
+	// ErrAbandoned: a Shutdown gave up on work. ParallelFor, Group.Wait,
+	// Join and a Future return an error wrapping it and the Shutdown's
+	// cause (ctx.Err()) for a task dropped before it started; Shutdown
+	// returns one when it gave up with tasks still running, and Close
+	// when tasks were dropped.
 	ErrAbandoned = errors.New("pool: task dropped by Shutdown")
+)
+
+// shutdownSlack is how long after its ctx is done a Shutdown may take to
+// return (giveUp); shutdownSettle is the part of it given to the workers
+// that are not in a task to end, dropping their own queues, before the
+// sweep drops what is queued. Waiting for them first keeps the count
+// exact in the usual case, where nothing is stuck and the last worker
+// counts the backlog by its length; the sweep drops a task at a time.
+const (
+	shutdownSlack  = 25 * time.Millisecond
+	shutdownSettle = 10 * time.Millisecond
 )
 
 const (
@@ -82,23 +137,38 @@ const (
 
 // Close stops intake (Submit returns ErrClosed), runs every task already
 // queued and every task those spawn, then stops the workers; their
-// locked threads exit with them. It returns when they have, with nil, or
-// with an error wrapping ErrAbandoned when an earlier Shutdown gave up. Close may
-// be called any number of times, also after or during Shutdown. Called
-// from one of the pool's tasks it closes intake and returns ErrInsideTask
-// at once.
+// locked threads exit with them. It returns when every worker has ended,
+// with nil, or with an error wrapping ErrAbandoned and the number of
+// tasks dropped when a Shutdown gave up. After a Shutdown that gave up
+// with tasks still running, Close waits for those tasks to return (and
+// drops what they queued meanwhile): it waits as long as they take. The
+// workers' CPUs count as taken for placing other pools until then. Close
+// may be called any number of times, also after or during Shutdown.
+// Called from one of the pool's tasks it closes intake and returns
+// ErrInsideTask at once.
 func (p *Pool) Close() error {
 	_, err := p.Shutdown(context.Background())
 	return err
 }
 
-// Shutdown is Close that gives up at ctx's deadline: queued tasks not yet
-// started are then dropped and counted, tasks already running finish, and
-// Shutdown returns how many tasks were dropped with ctx.Err(). Work it
-// drops completes its waiters: ParallelFor, Group.Wait and Join return an
-// error wrapping ErrAbandoned and ctx.Err(). Called from one of the pool's
-// tasks, Close and Shutdown close intake and return ErrInsideTask at once
-// instead of waiting for themselves.
+// Shutdown is Close that gives up when ctx is done (its deadline passes,
+// or it is cancelled): queued tasks not yet started are then dropped and
+// counted, no task starts any more, and Shutdown returns within 25 ms of
+// ctx being done (shutdownSlack; plus however long the goroutine calling
+// it waits for a processor). When every worker has ended by then it
+// returns how many tasks were dropped and ctx.Err(). Otherwise tasks are
+// still running: it returns how many tasks were dropped so far and an
+// error that wraps ErrAbandoned and ctx.Err() and says "N tasks still
+// running, M dropped"; Stats().Running then counts the tasks still
+// running. Shutdown does not wait for them: their workers end when they
+// return, and a later Close waits for that. Work dropped completes its waiters:
+// ParallelFor, Group.Wait, Join and a Future return an error wrapping
+// ErrAbandoned and ctx.Err(). What a task still running queues after
+// Shutdown returned is dropped and counted too, and never runs (see the
+// notes at the top of lifecycle.go): Stats().Abandoned and a later Close
+// give the final count. Called from one of the pool's tasks, Close and
+// Shutdown close intake and return ErrInsideTask at once instead of
+// waiting for themselves.
 func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 	ctx = orBackground(ctx)
 	p.beginClose()
@@ -112,7 +182,20 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 	case <-p.done:
 	case <-ctx.Done():
 		p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err()))
-		<-p.done
+		p.giveUp()
+	}
+	select {
+	case <-p.done:
+	default:
+		if p.state.Load() == aborting {
+			// Given up with workers left: what they drop from now on adds
+			// to Stats().Abandoned, not to n. The count of those still in
+			// a task is read first; the count dropped only grows.
+			running := p.running()
+			n := int(p.abandoned.Load())
+			return n, fmt.Errorf("%w: %s still running, %d dropped: %w", ErrAbandoned, plural(running, "task"), n, ctx.Err())
+		}
+		// drained: everything ran and the workers are ending.
 	}
 	n := int(p.abandoned.Load())
 	switch {
@@ -122,6 +205,108 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 		err = fmt.Errorf("%w: %d tasks: %w", ErrAbandoned, n, p.cause)
 	}
 	return n, err
+}
+
+// giveUp is what a Shutdown does once its ctx is done: it waits, for at
+// most shutdownSlack in all, first up to shutdownSettle for every worker
+// to end, then, if the pool is aborting, for the sweep to drop what is
+// queued while tasks still run. It returns as soon as done is closed.
+func (p *sched) giveUp() {
+	slack := time.NewTimer(shutdownSlack)
+	defer slack.Stop()
+	if !p.sweep.started() {
+		settle := time.NewTimer(shutdownSettle)
+		defer settle.Stop()
+		select {
+		case <-p.done:
+			return
+		case <-settle.C:
+		}
+	}
+	var swept <-chan struct{}
+	if p.state.Load() == aborting { // a drained pool has nothing queued: its workers are ending
+		swept = p.sweep.start(p) // nil when the last worker has begun: done comes next
+	}
+	select {
+	case <-p.done:
+	case <-swept:
+	case <-slack.C:
+	}
+}
+
+// running counts the workers that have not ended: once the pool is
+// aborting, each of them is in a task (or, on a machine too busy to run
+// it, about to end).
+func (p *sched) running() int {
+	n := 0
+	for _, w := range p.workers {
+		if !w.owner.ended.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// sweep is a Shutdown's drop of what is queued while workers are still
+// in tasks: a goroutine that takes from every worker's queue and slots
+// and from every shard, as dropQueued does, counting each task. It runs
+// at most once, and only before the last worker has begun to count what
+// is left by its length (workerEnded): mu orders the two.
+type sweep struct {
+	mu    sync.Mutex
+	state int8          // sweepNone, sweepRunning (or done), sweepLastOut
+	done  chan struct{} // closed when the sweep has dropped what it found
+}
+
+const (
+	sweepNone    int8 = iota
+	sweepRunning      // started; done says when it has finished
+	sweepLastOut      // the last worker came first: no sweep
+)
+
+// started reports whether a sweep has begun.
+func (s *sweep) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == sweepRunning
+}
+
+// start begins the sweep unless it has begun or the last worker came
+// first, and returns the channel closed when it has finished: nil if the
+// last worker came first.
+func (s *sweep) start(p *sched) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == sweepNone {
+		s.state = sweepRunning
+		s.done = make(chan struct{})
+		go func(done chan struct{}) {
+			scratch, _ := queue.New[item]() // the sweep's own run queue, to steal into
+			p.dropReachable(scratch, nil)
+			close(done)
+		}(s.done)
+	}
+	return s.done
+}
+
+// lastOut is called by the last worker to end, before it counts what is
+// left: it returns nil if no sweep has begun (and none will), or the
+// channel closed when the sweep has finished.
+func (s *sweep) lastOut() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == sweepNone {
+		s.state = sweepLastOut
+	}
+	return s.done
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // beginClose closes intake, once: every shard refuses pushes from now on,
@@ -221,9 +406,21 @@ func (p *sched) queuedAnywhere() bool {
 // what is left (nothing, after a drain), gives the CPUs back and closes
 // done, and only then completes the waiters of what is left: Shutdown
 // keeps its deadline however long the backlog (a million queued tasks
-// take tens of milliseconds to walk).
+// take tens of milliseconds to walk). After a sweep it waits for the
+// sweep, then drops what tasks queued since, counting as it goes, and
+// closes done last.
 func (p *sched) workerEnded() {
 	if p.live.Add(-1) != 0 {
+		return
+	}
+	if swept := p.sweep.lastOut(); swept != nil {
+		<-swept // nobody else takes from the queues now
+		p.claim.release()
+		for _, w := range p.workers {
+			w.dropLocal(true)
+		}
+		p.dropShards(true)
+		close(p.done)
 		return
 	}
 	left := 0
@@ -270,7 +467,7 @@ func (p *sched) drop(t *task, count bool) {
 }
 
 // dropShards drops every task in every node's shards, a segment at a
-// time.
+// time, counting them a segment at a time if count.
 func (p *sched) dropShards(count bool) {
 	batch := make([]item, 0, 256)
 	for _, g := range p.groups {
@@ -280,8 +477,11 @@ func (p *sched) dropShards(count bool) {
 				if len(batch) == 0 {
 					break
 				}
+				if count {
+					p.abandoned.Add(int64(len(batch)))
+				}
 				for _, it := range batch {
-					p.dropItem(it, count)
+					p.dropItem(it, false)
 				}
 			}
 		}
@@ -295,19 +495,29 @@ func (p *sched) dropShards(count bool) {
 // workers may be inside tasks that wait for this worker's own work, so
 // waiting for them to drop their queues could wait for ever.
 func (w *Worker) dropQueued() {
-	p := w.pool
 	w.dropLocal(true)
+	w.pool.dropReachable(w.local, w)
+}
+
+// dropReachable drops, counting each, what the caller can take from
+// every worker but skip (their queues by stealing into into, a run queue
+// the caller owns and which is empty, their LIFO and join slots) and
+// from the shards: dropQueued for a worker waiting inside a task, the
+// sweep for a Shutdown that gave up.
+func (p *sched) dropReachable(into *queue.Local[item], skip *Worker) {
 	for _, v := range p.workers {
-		if v == w {
+		if v == skip {
 			continue
 		}
 		for {
-			it, moved := v.stealer.StealInto(w.local)
+			it, moved := v.stealer.StealInto(into)
 			if moved == 0 {
 				break
 			}
 			p.dropItem(it, true)
-			w.dropLocal(true)
+			for it, ok := into.Pop(); ok; it, ok = into.Pop() {
+				p.dropItem(it, true)
+			}
 		}
 		if t := v.lifo.Swap(nil); t != nil {
 			p.drop(t, true)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -600,4 +601,240 @@ func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
 	if woken != 1 {
 		t.Errorf("wakeMore(1, 1) woke %d workers, want 1", woken)
 	}
+}
+
+// ---------------------------------------------------------------------
+// A Shutdown that gives up while a task never ends.
+
+// giveUpBound is how long after its ctx is done a Shutdown may take to
+// return in these tests: the 25 ms its doc allows, and room for a shared
+// 2-CPU machine under -race to schedule the goroutines involved.
+const giveUpBound = 225 * time.Millisecond
+
+// stuckWatchdog is how long a test waits for a Shutdown that should give
+// up before it dumps every goroutine and fails.
+const stuckWatchdog = 3 * time.Second
+
+// dumpGoroutines writes every goroutine's stack to stderr, for a test
+// that found a call hung.
+func dumpGoroutines() { _ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) }
+
+// One task blocks on a channel nobody closes until the test says so;
+// Shutdown with a deadline, or with a ctx cancelled, returns soon after
+// its ctx is done, says one task is still running and how many queued
+// tasks it dropped; their waiters return ErrAbandoned. What the stuck task
+// queues afterwards is dropped too, counted, and never runs. A later Close
+// waits for the stuck task and then returns.
+func TestShutdownGivesUpOnAStuckTask(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		workers int
+		ctx     func() (ctx context.Context, doneAt func() time.Time, cancel func())
+		cause   error
+	}{
+		{"deadline", 1, func() (context.Context, func() time.Time, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			d, _ := ctx.Deadline()
+			return ctx, func() time.Time { return d }, cancel
+		}, context.DeadlineExceeded},
+		{"cancelled", 1, func() (context.Context, func() time.Time, func()) {
+			ctx, cancel := context.WithCancel(context.Background())
+			var at atomic.Int64
+			timer := time.AfterFunc(300*time.Millisecond, func() { at.Store(time.Now().UnixNano()); cancel() })
+			return ctx, func() time.Time { return time.Unix(0, at.Load()) }, func() { timer.Stop(); cancel() }
+		}, context.Canceled},
+		// The other workers end; the one in the task is the only one
+		// still running.
+		{"deadline-3-workers", 3, func() (context.Context, func() time.Time, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			d, _ := ctx.Deadline()
+			return ctx, func() time.Time { return d }, cancel
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testShutdownGivesUp(t, c.workers, c.ctx, c.cause)
+		})
+	}
+}
+
+func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Context, func() time.Time, func()), cause error) {
+	p := newTestPool(t, WithWorkers(workers))
+	node := p.Nodes()[0]
+	started := make(chan struct{})
+	release := make(chan struct{}) // the stuck task goes on
+	var releaseOnce sync.Once
+	unstick := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unstick() // whatever fails, the worker ends before the test does
+
+	// What the stuck task does once released, after Shutdown returned.
+	type afterwards struct {
+		submitErr error         // Submit from the task: refused
+		innerErr  error         // a Future of its own it waited for
+		outer     *Future[int]  // queued on a node, waited for from outside
+		childRan  *atomic.Int32 // a child it spawned
+	}
+	after := make(chan afterwards, 1)
+	if err := p.Submit(func(w *Worker) {
+		close(started)
+		<-release
+		var a afterwards
+		a.childRan = new(atomic.Int32)
+		w.Spawn(func(*Worker) { a.childRan.Add(1) })
+		a.outer = Async(p.Node(node), func(*Worker) (int, error) { return 1, nil })
+		_, a.innerErr = Async(w, func(*Worker) (int, error) { return 2, nil }).Wait()
+		a.submitErr = p.Submit(func(*Worker) { a.childRan.Add(1) })
+		after <- a
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, started, hangBound, "the stuck task starting")
+
+	// Queued behind it (one worker: nobody else takes them; with three,
+	// the others run them before Shutdown, so queue nothing).
+	var plainRan atomic.Int32
+	queued := 0
+	var fut *Future[int]
+	var runErr chan error
+	var g *Group
+	groupRan := new(atomic.Int32)
+	if workers == 1 {
+		for range 3 {
+			if err := p.Submit(func(*Worker) { plainRan.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fut = Async(p, func(*Worker) (int, error) { return 1, nil })
+		runErr = make(chan error, 1)
+		runQueued := make(chan struct{})
+		go func() {
+			f := Async(p, func(*Worker) (int, error) { return 1, nil }) // as Run does, observably queued
+			close(runQueued)
+			_, err := f.Wait()
+			runErr <- err
+		}()
+		<-runQueued
+		g = p.Group(context.Background())
+		for range 2 {
+			g.Go(func(*Worker) error { groupRan.Add(1); return nil })
+		}
+		queued = 3 + 1 + 1 + 2
+	}
+
+	ctx, doneAt, cancel := newCtx()
+	defer cancel()
+	var n int
+	var err error
+	returned := make(chan struct{})
+	go func() {
+		n, err = p.Shutdown(ctx)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(300*time.Millisecond + stuckWatchdog):
+		dumpGoroutines()
+		unstick()
+		<-returned
+		_ = p.Close()
+		t.Fatalf("Shutdown had not returned %v after its ctx was done, with one task blocked", stuckWatchdog)
+	}
+	took := time.Since(doneAt())
+	st := p.Stats()
+	t.Logf("Shutdown returned %v after its ctx was done: %d, %v", took, n, err)
+
+	if took > giveUpBound {
+		t.Errorf("Shutdown returned %v after its ctx was done; want within %v", took, giveUpBound)
+	}
+	if !errors.Is(err, ErrAbandoned) || !errors.Is(err, cause) {
+		t.Errorf("Shutdown = %d, %v; want an error wrapping ErrAbandoned and %v", n, err, cause)
+	}
+	wantText := fmt.Sprintf("1 task still running, %d dropped", queued)
+	if err == nil || !strings.Contains(err.Error(), wantText) {
+		t.Errorf("Shutdown's error %q does not say %q", err, wantText)
+	}
+	if n != queued {
+		t.Errorf("Shutdown reports %d dropped, want the %d queued behind the stuck task", n, queued)
+	}
+	if st.Running != 1 || st.Abandoned != uint64(queued) {
+		t.Errorf("after Shutdown gave up, Stats says %d running, %d abandoned; want 1 and %d", st.Running, st.Abandoned, queued)
+	}
+	// The waiters of what was dropped have returned, before the stuck task ends.
+	if workers == 1 {
+		if !isDone(fut.Done()) {
+			t.Error("the Future queued behind the stuck task is not done when Shutdown returns")
+		} else if _, ferr := fut.Wait(); !errors.Is(ferr, ErrAbandoned) || !errors.Is(ferr, cause) {
+			t.Errorf("dropped Future = %v; want ErrAbandoned and %v", ferr, cause)
+		}
+		if rerr := recv(t, runErr, "Wait of a dropped Future in another goroutine"); !errors.Is(rerr, ErrAbandoned) {
+			t.Errorf("dropped Run = %v; want ErrAbandoned", rerr)
+		}
+		var gerr error
+		within(t, hangBound, "Pool.Group.Wait on dropped tasks", func() { gerr = g.Wait() })
+		if !errors.Is(gerr, ErrAbandoned) || !errors.Is(gerr, cause) {
+			t.Errorf("Group.Wait of dropped tasks = %v; want ErrAbandoned and %v", gerr, cause)
+		}
+	}
+
+	// Another Shutdown, its ctx already done, gives up too, at once and
+	// with the same counts, while the task is still stuck.
+	again, cancelAgain := context.WithCancel(context.Background())
+	cancelAgain()
+	var n2 int
+	var err2 error
+	start := time.Now()
+	within(t, hangBound, "a second Shutdown with a done ctx", func() { n2, err2 = p.Shutdown(again) })
+	if took := time.Since(start); took > giveUpBound {
+		t.Errorf("a second Shutdown with a done ctx took %v; want within %v", took, giveUpBound)
+	}
+	if n2 != queued || !gaveUpEarly(err2) || !errors.Is(err2, context.Canceled) {
+		t.Errorf("a second Shutdown = %d, %v; want %d and an error saying a task is still running, wrapping context.Canceled", n2, err2, queued)
+	}
+
+	// Close waits for the stuck task.
+	closed := make(chan struct{})
+	var closeErr error
+	go func() { closeErr = p.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a task was still running")
+	case <-time.After(50 * time.Millisecond): // no event says "Close is waiting"; a wrong Close returns at once
+	}
+	unstick()
+	a := recv(t, after, "the stuck task finishing once released")
+	waitClosed(t, closed, hangBound, "Close once the stuck task ended")
+
+	// What the task queued after Shutdown gave up never ran; it was counted.
+	if !errors.Is(a.submitErr, ErrClosed) {
+		t.Errorf("Submit from the running task after Shutdown = %v, want ErrClosed", a.submitErr)
+	}
+	if !errors.Is(a.innerErr, ErrAbandoned) {
+		t.Errorf("a Future the running task queued and waited for = %v, want ErrAbandoned", a.innerErr)
+	}
+	if !isDone(a.outer.Done()) {
+		t.Error("a Future the running task queued on a node is not done after Close")
+	} else if _, oerr := a.outer.Wait(); !errors.Is(oerr, ErrAbandoned) {
+		t.Errorf("a Future the running task queued on a node = %v, want ErrAbandoned", oerr)
+	}
+	if a.childRan.Load() != 0 || plainRan.Load() != 0 || groupRan.Load() != 0 {
+		t.Errorf("work ran after Shutdown gave up: %d children, %d plain, %d group tasks", a.childRan.Load(), plainRan.Load(), groupRan.Load())
+	}
+	final := p.Stats()
+	if want := uint64(queued + 3); final.Abandoned != want {
+		t.Errorf("after Close, Stats().Abandoned = %d; want %d: %d queued before Shutdown, 3 by the task after it", final.Abandoned, want, queued)
+	}
+	if final.Running != 0 {
+		t.Errorf("after Close, Stats().Running = %d, want 0", final.Running)
+	}
+	if !errors.Is(closeErr, ErrAbandoned) || !strings.Contains(closeErr.Error(), fmt.Sprintf("%d tasks", queued+3)) {
+		t.Errorf("Close after Shutdown gave up = %v; want ErrAbandoned with the %d tasks dropped", closeErr, queued+3)
+	}
+}
+
+// gaveUpEarly reports whether err, from a Shutdown, says it returned
+// while tasks were still running (or workers still ending): its count of
+// dropped tasks is then the count so far, which Stats().Abandoned may
+// exceed once the rest of the workers have ended. Otherwise its count is
+// final.
+func gaveUpEarly(err error) bool {
+	return errors.Is(err, ErrAbandoned) && strings.Contains(err.Error(), " still running, ")
 }

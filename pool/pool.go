@@ -96,7 +96,8 @@ type sched struct {
 	live      atomic.Int32  // workers not yet ended
 	done      chan struct{} // closed by the last worker to end
 	abandoned atomic.Int64
-	claim     *claim // the CPUs the workers are placed on, given back when they end
+	sweep     sweep  // a Shutdown's drop of the queues while tasks still run
+	claim     *claim // the CPUs the workers are placed on, given back when the last one ends
 }
 
 // New starts a pool. Without options it discovers this machine, makes one

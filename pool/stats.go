@@ -150,8 +150,11 @@ type Tasks struct {
 	// forms, Group.Go, Async, a loop's node blocks) plus those queued from
 	// inside tasks (Counters.Spawned).
 	Submitted uint64 `json:"submitted"`
-	Queued    int    `json:"queued"`  // tasks in the node's shards now
-	Running   int    `json:"running"` // workers running a task now (not parked, not searching)
+	Queued    int    `json:"queued"` // tasks in the node's shards now
+	// Running: workers running a task now (not parked, not searching);
+	// after a Shutdown gave up, the workers that have not ended, each
+	// still in a task.
+	Running int `json:"running"`
 }
 
 // Stats are the pool's counters per worker, per node and in total. They
@@ -179,7 +182,18 @@ func (p *Pool) Stats() Stats {
 			ns.add(c)
 		}
 		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
-		if p.live.Load() > 0 { // ending workers leave the parked set on their way out
+		switch p.state.Load() {
+		case drained: // no task runs: the workers are ending
+		case aborting:
+			// A Shutdown gave up: the workers left are those in a task.
+			// (Ended ones have left the parked set, so the counts below
+			// would count them as running.)
+			for _, w := range g.workers {
+				if !w.owner.ended.Load() {
+					ns.Running++
+				}
+			}
+		default:
 			ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
 		}
 		st.Nodes = append(st.Nodes, ns)
