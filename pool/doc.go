@@ -91,9 +91,14 @@
 // Shutdown: Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose locked threads exit with
 // them.
-// Shutdown(ctx) gives up at ctx's deadline: tasks not started are dropped
-// and counted (Stats.Abandoned), and whoever waits for them gets an error
-// wrapping ErrAbandoned. Every exit may be called any number of times, in
+// Shutdown(ctx) gives up when ctx is done: tasks not started are dropped
+// and counted (Stats.Abandoned), whoever waits for them gets an error
+// wrapping ErrAbandoned, and Shutdown returns within 25 ms of ctx being
+// done even while a task is stuck: its error then says how many tasks are
+// still running (Stats.Running counts them) and how many were dropped.
+// Their workers end when those tasks return; a later Close waits for
+// that, and the pool's CPU claims are released then. Test:
+// TestShutdownGivesUpOnAStuckTask. Every exit may be called any number of times, in
 // any order; from inside a task they close intake and return
 // ErrInsideTask. A task accepted (Submit returned nil) either runs or is
 // counted as abandoned. A Pool dropped without Close is closed when the
