@@ -42,6 +42,7 @@ type config struct {
 	noEnv        bool
 	specEnv      bool   // spec came from NUMAPOOL_TOPOLOGY
 	nodesEnv     string // NUMAPOOL_NODES, when nodes came from it
+	workersEnv   string // NUMAPOOL_NUM_WORKERS, when workers came from it
 	wait         WaitPolicy
 	waitSet      bool
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
@@ -297,7 +298,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		if err != nil || n < 1 {
 			return fmt.Errorf("pool: %s=%q: want a positive number of workers", EnvNumWorkers, v)
 		}
-		c.workers = n
+		c.workers, c.workersEnv = n, v
 	}
 	if v, ok := get(EnvPlaces); ok && !c.bindingSet {
 		b, err := pin.ParseBinding(v)
