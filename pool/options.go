@@ -140,7 +140,10 @@ func (c *config) spinFor() time.Duration {
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
-// GOMAXPROCS), or one per CPU of a synthetic topology).
+// GOMAXPROCS), or one per CPU of a synthetic topology). Each worker of a
+// binding that locks a thread holds a thread of its own: New returns an
+// error wrapping ErrTooManyWorkers when the process may not start that
+// many threads (threads.go).
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {
