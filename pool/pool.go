@@ -24,7 +24,9 @@ var (
 	ErrFull = errors.New("pool: node queue full")
 	// ErrUnknownNode: a node ID the pool has no worker group for
 	// (Pool.Node and its methods, SubmitTo, SubmitToStrict, Async on a
-	// Node); the error names the node.
+	// Node), or that is none of the memory nodes this process may
+	// allocate from (AllocOnNode); the error names the node and the nodes
+	// there are.
 	ErrUnknownNode = errors.New("pool: no worker group for node")
 	// ErrTooManyWorkers: New was asked for more workers locked to threads
 	// than the process may start threads for (the Go runtime's
