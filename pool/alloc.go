@@ -2,9 +2,13 @@ package pool
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/topology"
 )
 
 // Numeric is the element types AllocOnNode can hold: no pointers, since
@@ -17,10 +21,77 @@ type Numeric interface {
 // AllocOnNode returns a slice of n zeroed elements whose pages are bound
 // to the given NUMA node (its OS ID) and already on it, and a function
 // that frees it; the slice must not be used after release. It is the
-// explicit alternative to first touch. On systems without NUMA placement
-// it returns pin.ErrUnsupported.
+// explicit alternative to first touch. n == 0 gives an empty slice; a
+// negative n, or one whose size in bytes overflows an int, is an error.
+//
+// The node must be one of the machine's memory nodes that this process
+// may allocate from (topology.Discover: a node with memory, allowed by
+// the cpuset); for any other, the error wraps ErrUnknownNode and names
+// the nodes there are. The nodes of a synthetic topology
+// (NUMAPOOL_TOPOLOGY, WithSpec) are not the kernel's and hold no memory
+// of their own: allocate on the real node their CPUs are on. On systems
+// without NUMA placement it returns pin.ErrUnsupported.
+//
+// release unmaps the slice; a second call unmaps nothing and returns an
+// error saying the slice was released already.
 func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error) {
-	return mapSlice[T](n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, node) })
+	call := fmt.Sprintf("AllocOnNode(%d, %d)", node, n)
+	if n == 0 {
+		if err := checkMemoryNode(call, node); err != nil {
+			return nil, nil, err
+		}
+	}
+	s, release, err = mapSlice[T](call, n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, node) })
+	if err != nil {
+		// The kernel accepts exactly the nodes the process may allocate
+		// from, so only a refusal is checked against the topology, which
+		// costs a reading of sysfs: it says whether the node was the
+		// reason.
+		if nerr := checkMemoryNode(call, node); nerr != nil {
+			return nil, nil, nerr
+		}
+		return nil, nil, err
+	}
+	return s, release, nil
+}
+
+// memoryNodes returns the nodes this process may allocate memory from: a
+// variable so that tests can give other machines.
+var memoryNodes = func() topology.CPUSet {
+	var set topology.CPUSet
+	for _, n := range topology.Discover().Nodes {
+		if n.HasMemory && n.Allowed {
+			set.Add(n.ID)
+		}
+	}
+	return set
+}
+
+// memoryNodeError is AllocOnNode's error for a node that is none of the
+// process's memory nodes.
+type memoryNodeError struct {
+	call  string
+	node  int
+	nodes topology.CPUSet
+}
+
+func (e *memoryNodeError) Error() string {
+	have := e.nodes.String()
+	if have == "" {
+		have = "none"
+	}
+	return fmt.Sprintf("pool: %s: node %d is not a memory node this process may allocate from (memory nodes: %s)", e.call, e.node, have)
+}
+
+func (e *memoryNodeError) Unwrap() error { return ErrUnknownNode }
+
+// checkMemoryNode returns a *memoryNodeError if node is none of
+// memoryNodes.
+func checkMemoryNode(call string, node int) error {
+	if nodes := memoryNodes(); !nodes.Has(node) {
+		return &memoryNodeError{call: call, node: node, nodes: nodes}
+	}
+	return nil
 }
 
 // AllocFirstTouch returns a slice of n zeroed elements whose pages are
@@ -29,34 +100,58 @@ func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error
 // over the same n processes each block on the node that holds it (the
 // first-touch pattern). A slice from make may not work so: Go zeroes
 // reused heap memory on the allocating thread, which places the pages
-// there. release frees the slice, which must not be used afterwards. On
-// systems without NUMA placement (the pool has one node there) it
-// returns a slice from make and a release that does nothing, so a
-// program needs no second path for them; it fails only when the memory
-// cannot be mapped.
+// there. release frees the slice, which must not be used afterwards; a
+// second call frees nothing and returns an error saying the slice was
+// released already. On systems without NUMA placement (the pool has one
+// node there) it returns a slice from make and a release that frees
+// nothing, so a program needs no second path for them. n == 0 gives an
+// empty slice; a negative n, one whose size in bytes overflows an int, or
+// memory that cannot be mapped is an error.
 func AllocFirstTouch[T Numeric](n int) (s []T, release func() error, err error) {
 	return firstTouch[T](n, pin.Map)
 }
 
 // firstTouch is AllocFirstTouch over mapBytes.
 func firstTouch[T Numeric](n int, mapBytes func(size int) ([]byte, func() error, error)) ([]T, func() error, error) {
-	s, release, err := mapSlice[T](n, mapBytes)
+	call := fmt.Sprintf("AllocFirstTouch(%d)", n)
+	s, release, err := mapSlice[T](call, n, mapBytes)
 	if errors.Is(err, pin.ErrUnsupported) {
-		return make([]T, n), func() error { return nil }, nil
+		return make([]T, n), releaseOnce(func() error { return nil }), nil
 	}
 	return s, release, err
 }
 
-// mapSlice maps memory for n elements of T with mapBytes and returns it
-// as a slice.
-func mapSlice[T Numeric](n int, mapBytes func(size int) ([]byte, func() error, error)) ([]T, func() error, error) {
-	if n <= 0 {
-		return nil, func() error { return nil }, nil
+// errReleased is a release function's answer when called again.
+var errReleased = errors.New("pool: slice already released")
+
+// releaseOnce returns a release that calls free the first time and
+// returns errReleased after, without calling it: a second unmap could
+// take away a later mapping at the same address.
+func releaseOnce(free func() error) func() error {
+	var done atomic.Bool
+	return func() error {
+		if !done.CompareAndSwap(false, true) {
+			return errReleased
+		}
+		return free()
 	}
-	var zero T
-	b, release, err := mapBytes(n * int(unsafe.Sizeof(zero)))
+}
+
+// mapSlice maps memory for n elements of T with mapBytes and returns it
+// as a slice; call names the caller in errors.
+func mapSlice[T Numeric](call string, n int, mapBytes func(size int) ([]byte, func() error, error)) ([]T, func() error, error) {
+	size := int(unsafe.Sizeof(*new(T)))
+	switch {
+	case n < 0:
+		return nil, nil, fmt.Errorf("pool: %s: negative length %d", call, n)
+	case n > math.MaxInt/size:
+		return nil, nil, fmt.Errorf("pool: %s: %d elements of %d bytes overflow an int", call, n, size)
+	case n == 0:
+		return nil, releaseOnce(func() error { return nil }), nil
+	}
+	b, release, err := mapBytes(n * size)
 	if err != nil {
 		return nil, nil, err
 	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), release, nil
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), releaseOnce(release), nil
 }

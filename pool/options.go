@@ -42,6 +42,7 @@ type config struct {
 	noEnv        bool
 	specEnv      bool   // spec came from NUMAPOOL_TOPOLOGY
 	nodesEnv     string // NUMAPOOL_NODES, when nodes came from it
+	workersEnv   string // NUMAPOOL_NUM_WORKERS, when workers came from it
 	wait         WaitPolicy
 	waitSet      bool
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
@@ -139,7 +140,10 @@ func (c *config) spinFor() time.Duration {
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
-// GOMAXPROCS), or one per CPU of a synthetic topology).
+// GOMAXPROCS), or one per CPU of a synthetic topology). Each worker of a
+// binding that locks a thread holds a thread of its own: New returns an
+// error wrapping ErrTooManyWorkers when the process may not start that
+// many threads (threads.go).
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {
@@ -297,7 +301,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		if err != nil || n < 1 {
 			return fmt.Errorf("pool: %s=%q: want a positive number of workers", EnvNumWorkers, v)
 		}
-		c.workers = n
+		c.workers, c.workersEnv = n, v
 	}
 	if v, ok := get(EnvPlaces); ok && !c.bindingSet {
 		b, err := pin.ParseBinding(v)

@@ -86,6 +86,15 @@ func makePlan(c config) (*plan, error) {
 			workers = total // the spec asks for these CPUs, even above GOMAXPROCS
 		}
 	}
+	if c.binding.LocksThread() {
+		from := ""
+		if c.workersEnv != "" {
+			from = fmt.Sprintf("%s=%s: ", EnvNumWorkers, c.workersEnv)
+		}
+		if err := checkThreads(workers, from, threadBounds()); err != nil {
+			return nil, err
+		}
+	}
 	if c.strict && len(nodes) > workers {
 		return nil, fmt.Errorf("pool: %d workers cannot cover %d nodes", workers, len(nodes))
 	}

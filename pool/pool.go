@@ -24,8 +24,15 @@ var (
 	ErrFull = errors.New("pool: node queue full")
 	// ErrUnknownNode: a node ID the pool has no worker group for
 	// (Pool.Node and its methods, SubmitTo, SubmitToStrict, Async on a
-	// Node); the error names the node.
+	// Node), or that is none of the memory nodes this process may
+	// allocate from (AllocOnNode); the error names the node and the nodes
+	// there are.
 	ErrUnknownNode = errors.New("pool: no worker group for node")
+	// ErrTooManyWorkers: New was asked for more workers locked to threads
+	// than the process may start threads for (the Go runtime's
+	// debug.SetMaxThreads, a cgroup's pids.max, RLIMIT_NPROC); the error
+	// names the count, the room and the limit (threads.go).
+	ErrTooManyWorkers = errors.New("pool: more workers than threads the process may start")
 	// ErrInsideTask: Close or Shutdown was called from one of the pool's
 	// own tasks, which cannot wait for the pool to drain (it would wait
 	// for itself). Intake is closed and the pool drains on its own; call

@@ -26,7 +26,13 @@ const MaxSyntheticCPUs = 4096
 // real has fewer (CPU.OS names it). In the explicit form the CPUs are the
 // OS CPUs themselves and must be allowed in real. Each node is one package
 // with one shared last-level cache; distances are 10 within a node and 20
-// between nodes; real's memory is split evenly over the nodes.
+// between nodes.
+//
+// Synthetic nodes are not the kernel's, and no memory can be bound to
+// them: each has no memory of its own (HasMemory false, MemoryBytes 0,
+// not Allowed), and AllowedMems keeps real's memory nodes, the only ones
+// the process may allocate from. A page a worker first touches lands on
+// the real node of the OS CPU it runs on.
 func Synthetic(spec string, real *Topology) (*Topology, error) {
 	if real == nil || real.Allowed.IsEmpty() {
 		return nil, fmt.Errorf("%w %s: no allowed CPU to map it onto", ErrSpec, quote(spec))
@@ -60,9 +66,10 @@ func Synthetic(spec string, real *Topology) (*Topology, error) {
 	}
 
 	t := &Topology{Source: "synthetic:" + spec, HasNodeDir: true, Machine: real.Machine}
-	mem := int64(-1)
-	if real.Machine.MemoryBytes > 0 {
-		mem = real.Machine.MemoryBytes / int64(len(nodes))
+	for _, n := range real.Nodes {
+		if n.HasMemory && real.AllowedMems.Has(n.ID) {
+			t.AllowedMems.Add(n.ID)
+		}
 	}
 	d := &Distances{}
 	for n := range nodes {
@@ -74,11 +81,10 @@ func Synthetic(spec string, real *Topology) (*Topology, error) {
 				Core: k / threads, LastLevelCache: n, Allowed: true,
 			})
 		}
-		t.Nodes = append(t.Nodes, Node{ID: n, CPUs: cpus, MemoryBytes: mem, HasCPUs: true, HasMemory: true, Allowed: true, Locality: cpus})
+		t.Nodes = append(t.Nodes, Node{ID: n, CPUs: cpus, MemoryBytes: 0, HasCPUs: true, Locality: cpus})
 		t.Packages = append(t.Packages, Package{ID: n, CPUs: cpus})
 		t.Caches = append(t.Caches, Cache{Level: 3, Type: "Unified", LineSize: real.Machine.CacheLine, CPUs: cpus})
 		t.Online = t.Online.Or(cpus)
-		t.AllowedMems.Add(n)
 		d.Nodes = append(d.Nodes, n)
 		row := make([]int, len(nodes))
 		for m := range row {

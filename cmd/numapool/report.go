@@ -54,7 +54,7 @@ func writeReport(w io.Writer, t *topology.Topology, pl *placement) {
 		case n.MemoryOnly():
 			fmt.Fprint(w, "(memory only)")
 		}
-		if !n.Allowed {
+		if !n.Allowed && n.HasMemory { // a node without memory has none to allow
 			fmt.Fprint(w, "  [memory not allowed]")
 		}
 		if nc := n.CPUs.And(t.Allowed); nc.Len() != n.CPUs.Len() {

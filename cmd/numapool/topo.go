@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -24,6 +25,16 @@ type placement struct {
 type topoOutput struct {
 	topology.Summary
 	Placement *placement `json:"placement,omitempty"`
+	// SyntheticMemory says, for a synthetic topology, where each node's
+	// memory is: synthetic nodes have none of their own.
+	SyntheticMemory []syntheticMemory `json:"synthetic_memory,omitempty"`
+}
+
+// syntheticMemory is where the memory of one synthetic node is: on the
+// real nodes of the OS CPUs its CPUs run on.
+type syntheticMemory struct {
+	Node        int   `json:"node"`
+	MemoryNodes []int `json:"memory_of_nodes"` // real node IDs; -1 for CPUs on no node
 }
 
 func topoCmd(args []string, stdout io.Writer) error {
@@ -34,9 +45,13 @@ func topoCmd(args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	t, live, err := loadTopology(*sysfs, *spec)
+	t, real, live, err := loadTopology(*sysfs, *spec)
 	if err != nil {
 		return err
+	}
+	var mem []syntheticMemory
+	if t != real {
+		mem = memoryOfSynthetic(t, real)
 	}
 	name := "this machine"
 	if *sysfs != "" {
@@ -44,46 +59,102 @@ func topoCmd(args []string, stdout io.Writer) error {
 	}
 	var pl *placement
 	if live {
-		pl = probePlacement(t)
+		pl = probePlacement(t, real)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(topoOutput{Summary: t.Summary(name), Placement: pl})
+		return enc.Encode(topoOutput{Summary: t.Summary(name), Placement: pl, SyntheticMemory: mem})
 	}
 	writeReport(stdout, t, pl)
+	writeSyntheticMemory(stdout, mem, real)
 	return nil
 }
 
-// loadTopology reads the topology the flags ask for; live is true when it
-// describes this machine (so that placement can be tried).
-func loadTopology(sysfs, spec string) (t *topology.Topology, live bool, err error) {
-	if sysfs != "" {
-		if st, err := os.Stat(sysfs); err != nil {
-			return nil, false, usageError{fmt.Sprintf("--sysfs: %v", err)}
-		} else if !st.IsDir() {
-			return nil, false, usageError{fmt.Sprintf("--sysfs: %s is not a directory", sysfs)}
+// memoryOfSynthetic finds, for each node of the synthetic topology t laid
+// over real, the real nodes its CPUs run on: the pages a worker of the
+// node touches first land there (or, for a real node without memory, on
+// the nearest node with memory the kernel picks).
+func memoryOfSynthetic(t, real *topology.Topology) []syntheticMemory {
+	var out []syntheticMemory
+	for _, n := range t.Nodes {
+		var nodes []int
+		for id := range n.CPUs.All() {
+			c, ok := t.CPU(id)
+			if !ok {
+				continue
+			}
+			node := -1
+			if rc, ok := real.CPU(c.OS); ok {
+				node = rc.Node
+			}
+			if !slices.Contains(nodes, node) {
+				nodes = append(nodes, node)
+			}
 		}
-		if t, err = topology.FromDir(sysfs); err != nil {
-			return nil, false, usageError{fmt.Sprintf("--sysfs %s: %v", sysfs, err)}
-		}
-	} else {
-		t, live = topology.Discover(), true
-		addHostDetails(&t.Machine)
+		slices.Sort(nodes)
+		out = append(out, syntheticMemory{Node: n.ID, MemoryNodes: nodes})
 	}
-	if spec != "" {
-		st, err := topology.Synthetic(spec, t)
-		if err != nil {
-			return nil, false, usageError{"--spec: " + err.Error()}
-		}
-		t = st
-	}
-	return t, live, nil
+	return out
 }
 
-// probePlacement pins a thread to the first allowed CPU and allocates a
-// page on the first allowed node with memory, and says what happened.
-func probePlacement(t *topology.Topology) *placement {
+// writeSyntheticMemory says where the memory of each synthetic node is.
+func writeSyntheticMemory(w io.Writer, mem []syntheticMemory, real *topology.Topology) {
+	if len(mem) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nmemory: synthetic nodes are not the kernel's and have no memory of their own;")
+	fmt.Fprintln(w, "a page lands on the real node of the CPU that first touches it")
+	for _, m := range mem {
+		var of []string
+		for _, id := range m.MemoryNodes {
+			rn, ok := real.Node(id)
+			switch {
+			case id < 0 || !ok:
+				of = append(of, "no node (its CPUs are on none)")
+			case !rn.HasMemory:
+				of = append(of, fmt.Sprintf("node %d, which has none (the kernel takes the nearest node with memory)", id))
+			case !rn.Allowed:
+				of = append(of, fmt.Sprintf("node %d, which this process may not allocate from", id))
+			default:
+				of = append(of, fmt.Sprintf("node %d", id))
+			}
+		}
+		fmt.Fprintf(w, "  synthetic node %d: memory of %s\n", m.Node, strings.Join(of, " and "))
+	}
+}
+
+// loadTopology reads the topology the flags ask for, and the real one a
+// synthetic topology is laid over (t itself without a spec); live is true
+// when it describes this machine (so that placement can be tried).
+func loadTopology(sysfs, spec string) (t, real *topology.Topology, live bool, err error) {
+	if sysfs != "" {
+		if st, err := os.Stat(sysfs); err != nil {
+			return nil, nil, false, usageError{fmt.Sprintf("--sysfs: %v", err)}
+		} else if !st.IsDir() {
+			return nil, nil, false, usageError{fmt.Sprintf("--sysfs: %s is not a directory", sysfs)}
+		}
+		if real, err = topology.FromDir(sysfs); err != nil {
+			return nil, nil, false, usageError{fmt.Sprintf("--sysfs %s: %v", sysfs, err)}
+		}
+	} else {
+		real, live = topology.Discover(), true
+		addHostDetails(&real.Machine)
+	}
+	t = real
+	if spec != "" {
+		if t, err = topology.Synthetic(spec, real); err != nil {
+			return nil, nil, false, usageError{"--spec: " + err.Error()}
+		}
+	}
+	return t, real, live, nil
+}
+
+// probePlacement pins a thread to the first allowed CPU of t and
+// allocates a page on the first node of real (the kernel's nodes, which t
+// is when it is not synthetic) with memory the process may allocate from,
+// and says what happened.
+func probePlacement(t, real *topology.Topology) *placement {
 	pl := &placement{}
 	cpu := t.OSCPUs(topology.NewCPUSet(t.Allowed.First())).First()
 	done := make(chan struct{})
@@ -106,16 +177,12 @@ func probePlacement(t *topology.Topology) *placement {
 		}
 	}()
 	<-done
-	node := -1
-	for _, n := range t.Nodes {
+	node := 0 // where nothing says which node has memory
+	for _, n := range real.Nodes {
 		if n.Allowed && n.HasMemory {
 			node = n.ID
 			break
 		}
-	}
-	if node < 0 || strings.HasPrefix(t.Source, "synthetic") {
-		// Synthetic nodes are not kernel nodes: try the real node 0.
-		node = 0
 	}
 	b, release, err := pin.Alloc(1<<16, node)
 	if err != nil {

@@ -1,0 +1,31 @@
+package topology
+
+import "testing"
+
+// A synthetic node is no kernel node: it claims no memory of its own, and
+// the memory nodes the topology allows are the real ones the process may
+// allocate from, never a synthetic node's ID.
+func TestSyntheticNodesHaveNoMemoryOfTheirOwn(t *testing.T) {
+	real, err := FromFS(twoNodeFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real.AllowedMems = NewCPUSet(1) // a cpuset that gives the process node 1's memory only
+	real.restrict()
+	for _, spec := range []string{"2x1", "8x1", "0-1;2-3"} {
+		t.Run(spec, func(t *testing.T) {
+			topo, err := Synthetic(spec, real)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !topo.AllowedMems.Equal(NewCPUSet(1)) {
+				t.Errorf("memory nodes %s, want the real node 1 alone", topo.AllowedMems)
+			}
+			for _, n := range topo.Nodes {
+				if n.HasMemory || n.Allowed || n.MemoryBytes != 0 {
+					t.Errorf("synthetic node %d: has memory %v, allowed %v, %d bytes; want none of its own", n.ID, n.HasMemory, n.Allowed, n.MemoryBytes)
+				}
+			}
+		})
+	}
+}
