@@ -50,7 +50,7 @@
 //
 // Errors and misuse: conditions a caller cannot rule out return errors
 // to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
-// ErrInsideTask, ErrAbandoned. Programmer mistakes panic with a message
+// ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer mistakes panic with a message
 // that starts with "pool:", the same in every call: a nil function, a
 // Worker used from a goroutine that is not running a task on it (checked
 // in every build on amd64 and arm64, with -race elsewhere), SetLimit on a

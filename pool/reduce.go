@@ -28,13 +28,14 @@ type padded[T any] struct {
 // scratch buffer, a map to merge at the end. A worker's value must only
 // be used by tasks running on that worker, or after the work is done.
 type PerWorker[T any] struct {
+	pool  *sched
 	cells []padded[T]
 }
 
 // NewPerWorker returns a PerWorker of p with every value set by init, or
 // left zero when init is nil.
 func NewPerWorker[T any](p *Pool, init func() T) *PerWorker[T] {
-	s := &PerWorker[T]{cells: make([]padded[T], len(p.workers))}
+	s := &PerWorker[T]{pool: p.sched, cells: make([]padded[T], len(p.workers))}
 	if init != nil {
 		for i := range s.cells {
 			s.cells[i].v = init()
@@ -43,8 +44,14 @@ func NewPerWorker[T any](p *Pool, init func() T) *PerWorker[T] {
 	return s
 }
 
-// Get returns w's value.
-func (s *PerWorker[T]) Get(w *Worker) *T { return &s.cells[w.id].v }
+// Get returns w's value. w must be a worker of the PerWorker's pool: nil,
+// or a worker of another pool, panics.
+func (s *PerWorker[T]) Get(w *Worker) *T {
+	if w == nil || w.pool != s.pool {
+		panic("pool: PerWorker.Get needs a worker of the pool the PerWorker was made for (got nil or another pool's)")
+	}
+	return &s.cells[w.id].v
+}
 
 // All yields each worker's ID and value, in ID order.
 func (s *PerWorker[T]) All() iter.Seq2[int, *T] {

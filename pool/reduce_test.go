@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,30 @@ func TestMapReduceRangesNearMaxInt(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// PerWorker.Get of nil, or of another pool's worker, is misuse: it panics
+// with a pool: message instead of an index error or another pool's cell.
+func TestPerWorkerGetMisuse(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	other := newTestPool(t, WithWorkers(2))
+	defer other.Close()
+	s := NewPerWorker[int](p, nil)
+	var foreign *Worker
+	if _, err := Run(other, func(w *Worker) (int, error) { foreign = w; return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*Worker{"nil": nil, "another pool's worker": foreign} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.HasPrefix(msg, "pool: PerWorker.Get") {
+					t.Errorf("Get(%s) panicked with %q, want a pool: message", name, msg)
+				}
+			}()
+			s.Get(w)
+		}()
 	}
 }
