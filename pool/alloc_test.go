@@ -164,3 +164,28 @@ func TestAllocReleaseTwice(t *testing.T) {
 		})
 	}
 }
+
+// A synthetic topology's Explain says its nodes have no memory of their
+// own and names the real memory nodes AllocOnNode takes; a real one says
+// nothing of the kind.
+func TestExplainSaysWhereSyntheticMemoryIs(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	ex := p.Explain()
+	want := "memory: synthetic nodes have none of their own; AllocOnNode takes the real memory nodes " + p.topo.AllowedMems.String()
+	if !strings.Contains(ex, want) || p.topo.AllowedMems.IsEmpty() {
+		t.Errorf("Explain of a 2x1 pool does not say %q:\n%s", want, ex)
+	}
+	_, release, err := AllocOnNode[byte](p.topo.AllowedMems.First(), 4096)
+	switch {
+	case err == nil:
+		_ = release()
+	case !errors.Is(err, pin.ErrUnsupported):
+		t.Errorf("AllocOnNode on the memory node Explain names: %v", err)
+	}
+	real := newTestPool(t, WithWorkers(1))
+	defer real.Close()
+	if ex := real.Explain(); strings.Contains(ex, "synthetic nodes") {
+		t.Errorf("Explain of a real topology speaks of synthetic nodes:\n%s", ex)
+	}
+}

@@ -28,6 +28,9 @@ func (p *Pool) Explain() string {
 	}
 	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s; wait policy: %s, %s\n",
 		interval, boundText(p.cfg.shardBound), p.cfg.wait, blockTimeText(p.cfg.spinFor()))
+	if strings.HasPrefix(t.Source, "synthetic:") {
+		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode takes the real memory nodes %s, and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
+	}
 	for _, g := range p.groups {
 		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
 		if g.node.MemoryBytes > 0 {
