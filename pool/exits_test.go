@@ -38,10 +38,14 @@ func within(t testing.TB, d time.Duration, what string, fn func()) {
 	select {
 	case <-done:
 	case <-timer.C:
-		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		dumpGoroutines()
 		t.Fatalf("%s did not return within %v (goroutines dumped above)", what, d)
 	}
 }
+
+// dumpGoroutines writes every goroutine's stack to stderr, for a test
+// that found a call hung.
+func dumpGoroutines() { _ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) }
 
 // waitClosed waits for ch to be closed, failing the test after d.
 func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +19,7 @@ func watchdog(t testing.TB, d time.Duration, what string) (stop func()) {
 	t.Helper()
 	name := t.Name()
 	timer := time.AfterFunc(d, func() {
-		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		dumpGoroutines()
 		panic("watchdog: " + name + ": " + what + " did not finish within " + d.String())
 	})
 	return func() { timer.Stop() }

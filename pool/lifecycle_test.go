@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -614,10 +613,6 @@ const giveUpBound = 225 * time.Millisecond
 // stuckWatchdog is how long a test waits for a Shutdown that should give
 // up before it dumps every goroutine and fails.
 const stuckWatchdog = 3 * time.Second
-
-// dumpGoroutines writes every goroutine's stack to stderr, for a test
-// that found a call hung.
-func dumpGoroutines() { _ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) }
 
 // One task blocks on a channel nobody closes until the test says so;
 // Shutdown with a deadline, or with a ctx cancelled, returns soon after

@@ -8,8 +8,6 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,7 +131,7 @@ func noHang(what string, report fmt.Stringer, fn func()) {
 	select {
 	case <-done:
 	case <-timer.C:
-		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		dumpGoroutines()
 		panic(fmt.Sprintf("%s did not return within %v: %v", what, hangBound, report))
 	}
 }

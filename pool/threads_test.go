@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,7 +77,7 @@ func threadLimitChild(t *testing.T, v string) {
 		t.Fatal(err)
 	}
 	watchdog := time.AfterFunc(3*hangBound, func() {
-		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		dumpGoroutines()
 		panic("child: hung")
 	})
 	defer watchdog.Stop()
