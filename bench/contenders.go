@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -56,7 +57,7 @@ func Contenders(spec string) []Contender {
 		np("numapool-cores", pool.WithBinding(pin.Cores)),
 		np("numapool-none", pool.WithBinding(pin.None)),
 		np("numapool-goroutines", pool.WithBinding(pin.Goroutines)),
-		np("numapool-active", pool.WithWaitPolicy(pool.Active)),
+		np("numapool-active", pool.WithBlockTime(-1)),
 		{Name: "goroutines", kind: kindGoroutines},
 		{Name: "ants", kind: kindAnts},
 		{Name: "pond", kind: kindPond},
@@ -179,7 +180,7 @@ func (r *runner) submit(fn func()) {
 	if r.c.kind == kindNumapool {
 		// One closure per task, as for the others: the pool's task type
 		// takes the worker.
-		if err := r.p.Submit(func(*pool.Worker) { defer r.wg.Done(); fn() }); err != nil {
+		if err := r.p.Submit(context.Background(), func(*pool.Worker) { defer r.wg.Done(); fn() }); err != nil {
 			panic(err)
 		}
 		return

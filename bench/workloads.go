@@ -68,7 +68,7 @@ func runSpawnLocal(r *runner, s float64) (float64, map[string]float64, error) {
 	case kindNumapool:
 		leafW := func(*pool.Worker) { leaf() } // one function value, as the others spawn
 		for range roots {
-			_ = r.p.Submit(func(w *pool.Worker) {
+			_ = r.p.Submit(context.Background(), func(w *pool.Worker) {
 				for range per {
 					w.Spawn(leafW)
 				}
@@ -146,7 +146,7 @@ func runFib(r *runner, s float64, cutoff int) (float64, map[string]float64, erro
 	switch r.c.kind {
 	case kindNumapool:
 		ch := make(chan int)
-		_ = r.p.Submit(func(w *pool.Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
+		_ = r.p.Submit(context.Background(), func(w *pool.Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
 		got = <-ch
 	case kindGoroutines:
 		got = fibGo(n, cutoff)
@@ -169,7 +169,7 @@ func runFib(r *runner, s float64, cutoff int) (float64, map[string]float64, erro
 func parallelFor(r *runner, n int, body func(lo, hi int)) {
 	switch r.c.kind {
 	case kindNumapool:
-		_ = r.p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) { body(lo, hi) })
+		_ = r.p.ParallelFor(context.Background(), n, 0, func(_ *pool.Worker, lo, hi int) error { body(lo, hi); return nil })
 	case kindSequential:
 		body(0, n)
 	default:
@@ -282,7 +282,7 @@ func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
 			finish()
 		}
 		pending.Store(1)
-		_ = r.p.Submit(func(w *pool.Worker) { visit(w, 0) })
+		_ = r.p.Submit(context.Background(), func(w *pool.Worker) { visit(w, 0) })
 	case kindGoroutines, kindPond:
 		var visit func(id uint64)
 		visit = func(id uint64) {
@@ -387,7 +387,7 @@ func runPipeline(r *runner, s float64, perChunk int) (float64, map[string]float6
 			return nil
 		}
 		_, _ = pool.Run(p, func(w *pool.Worker) (struct{}, error) {
-			g := w.Group(context.Background())
+			g := p.Group(context.Background())
 			g.SetLimit(256)
 			for range chunks {
 				g.Go(task)
@@ -465,7 +465,7 @@ func locality(p *pool.Pool, n int) (share, crossPerM float64) {
 	wg.Add(n)
 	for i := range n {
 		node := nodes[i%len(nodes)]
-		_ = p.SubmitTo(node, func(w *pool.Worker) {
+		_ = p.Node(node).Submit(context.Background(), func(w *pool.Worker) {
 			if w.Node() == node {
 				local.Add(1)
 			}

@@ -5,6 +5,7 @@
 package numa_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -109,13 +110,13 @@ func TestWorkersRunOnTheirNode(t *testing.T) {
 	topo := multiNode(t)
 	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores, pin.Threads, pin.LLCaches} {
 		t.Run(b.String(), func(t *testing.T) {
-			p := newPool(t, pool.WithBinding(b), pool.WithStrict())
+			p := newPool(t, pool.WithBinding(b), pool.WithRequiredPlacement())
 			var wrong, samples atomic.Int64
 			var wg sync.WaitGroup
 			for i := range 400 {
 				wg.Add(1)
 				node := p.Nodes()[i%len(p.Nodes())]
-				_ = p.SubmitTo(node, func(w *pool.Worker) {
+				_ = p.Node(node).Submit(context.Background(), func(w *pool.Worker) {
 					defer wg.Done()
 					for range 20 {
 						cpu, _, err := pin.CurrentCPU()
@@ -139,13 +140,27 @@ func TestWorkersRunOnTheirNode(t *testing.T) {
 	}
 }
 
+// AllocOnNode places a slice on each of the pool's nodes, and pin.Alloc
+// on a node without CPUs (which has no workers, so no pool Node).
 func TestAllocOnNodePlacesPages(t *testing.T) {
 	topo := multiNode(t)
+	p := newPool(t)
 	for _, n := range topo.Nodes {
 		if !n.HasMemory {
 			continue
 		}
-		s, release, err := pool.AllocOnNode[float64](n.ID, 1<<16)
+		var s []float64
+		var release func() error
+		var err error
+		if n.MemoryOnly() {
+			var b []byte
+			b, release, err = pin.Alloc(8<<16, n.ID)
+			if err == nil {
+				s = unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), 1<<16)
+			}
+		} else {
+			s, release, err = pool.AllocOnNode[float64](p.Node(n.ID), 1<<16)
+		}
 		if err != nil {
 			t.Fatalf("node %d: %v", n.ID, err)
 		}
@@ -165,7 +180,7 @@ func TestAllocOnNodePlacesPages(t *testing.T) {
 
 // A slice first touched by ParallelFor and then processed by ParallelFor
 // has its blocks' pages on the node that processed them: always with
-// WithStrictLoops; the default, which lets a dry node help a lagging one,
+// WithHomeLoops; the default, which lets a dry node help a lagging one,
 // is measured and logged.
 func TestFirstTouchLocality(t *testing.T) {
 	multiNode(t)
@@ -183,7 +198,7 @@ func TestFirstTouchLocality(t *testing.T) {
 	} {
 		opts := []pool.Option{pool.WithSteal(c.mode)}
 		if c.strictLoops {
-			opts = append(opts, pool.WithStrictLoops())
+			opts = append(opts, pool.WithHomeLoops())
 		}
 		p := newPool(t, opts...)
 		good, total := firstTouch(t, p)
@@ -211,20 +226,22 @@ func firstTouch(t *testing.T, p *pool.Pool) (good, total map[int]int) {
 		t.Fatal(err)
 	}
 	defer release()
-	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+	_ = p.ParallelFor(context.Background(), n, 0, func(_ *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			data[i] = 1
 		}
+		return nil
 	})
 	page := os.Getpagesize() / 8
 	ran := make([]int32, n/page+1) // node that processed each page, by the second loop
-	_ = p.ParallelFor(n, 0, func(w *pool.Worker, lo, hi int) {
+	_ = p.ParallelFor(context.Background(), n, 0, func(w *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			data[i] *= 2
 		}
 		for pg := lo / page; pg <= (hi-1)/page; pg++ {
 			atomic.StoreInt32(&ran[pg], int32(w.Node()))
 		}
+		return nil
 	})
 	good, total = map[int]int{}, map[int]int{}
 	for pg := range n / page {
@@ -300,14 +317,17 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 		strict bool
 		mode   steal.Mode
 	}{
-		{"SubmitTo, hierarchical", false, steal.Hierarchical},
-		{"SubmitTo, flat", false, steal.Flat},
-		{"SubmitToStrict", true, steal.Hierarchical},
+		{"Node.Submit, hierarchical", false, steal.Hierarchical},
+		{"Node.Submit, flat", false, steal.Flat},
+		{"Node.Strict.Submit", true, steal.Hierarchical},
 	} {
 		p := newPool(t, pool.WithSteal(c.mode))
-		submit := p.SubmitTo
-		if c.strict {
-			submit = p.SubmitToStrict
+		submit := func(node int, fn func(*pool.Worker)) error {
+			n := p.Node(node)
+			if c.strict {
+				n = n.Strict()
+			}
+			return n.Submit(context.Background(), fn)
 		}
 		total, off, err := balancedLoad(p, 200*time.Millisecond, submit)
 		if err != nil {
@@ -360,7 +380,7 @@ func softStream(t *testing.T, p *pool.Pool, nodes []int) int64 {
 	start := time.Now()
 	for i := range n {
 		node := nodes[i%len(nodes)]
-		if err := p.SubmitTo(node, func(w *pool.Worker) {
+		if err := p.Node(node).Submit(context.Background(), func(w *pool.Worker) {
 			if w.Node() != node {
 				nOff.Add(1)
 				if submitted.Load() {
@@ -411,7 +431,7 @@ func TestSoftLocalityOutsideSubmitter(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(backlog)
 	for range backlog {
-		if err := p.SubmitTo(nodes[0], func(w *pool.Worker) {
+		if err := p.Node(nodes[0]).Submit(context.Background(), func(w *pool.Worker) {
 			if w.Node() != nodes[0] {
 				elsewhere.Add(1)
 			}
@@ -438,7 +458,7 @@ func fixedBatch(t *testing.T, p *pool.Pool, submit func(int, func(*pool.Worker))
 	for _, node := range p.Nodes() {
 		for range p.Workers() / len(p.Nodes()) {
 			started.Add(1)
-			if err := p.SubmitToStrict(node, func(*pool.Worker) { started.Done(); <-gate }); err != nil {
+			if err := p.Node(node).Strict().Submit(context.Background(), func(*pool.Worker) { started.Done(); <-gate }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -481,7 +501,7 @@ func TestHierarchicalStealing(t *testing.T) {
 		nodes := p.Nodes()
 		var wg sync.WaitGroup
 		wg.Add(1)
-		_ = p.SubmitTo(nodes[0], func(w *pool.Worker) {
+		_ = p.Node(nodes[0]).Submit(context.Background(), func(w *pool.Worker) {
 			defer wg.Done()
 			for range 2000 {
 				w.Spawn(spin)
@@ -527,7 +547,7 @@ func TestHierarchicalStealing(t *testing.T) {
 		for _, node := range nodes {
 			for range 2 * p.Workers() / len(nodes) {
 				wg.Add(1)
-				_ = p.SubmitToStrict(node, chain)
+				_ = p.Node(node).Strict().Submit(context.Background(), chain)
 			}
 		}
 		wg.Wait()
@@ -546,7 +566,7 @@ func TestHierarchicalStealing(t *testing.T) {
 		for range 20 {
 			for _, node := range nodes {
 				wg.Add(1)
-				_ = p.SubmitToStrict(node, func(w *pool.Worker) {
+				_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
 					defer wg.Done()
 					for range 100 {
 						w.Spawn(spin)
@@ -570,7 +590,7 @@ func TestNoAffinityLeak(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Add(1)
-		_ = p.Submit(func(*pool.Worker) { wg.Done() })
+		_ = p.Submit(context.Background(), func(*pool.Worker) { wg.Done() })
 	}
 	wg.Wait()
 	bound := map[string]bool{}

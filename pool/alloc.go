@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -19,41 +20,74 @@ type Numeric interface {
 }
 
 // AllocOnNode returns a slice of n zeroed elements whose pages are bound
-// to the given NUMA node (its OS ID) and already on it, and a function
-// that frees it; the slice must not be used after release. It is the
-// explicit alternative to first touch. n == 0 gives an empty slice; a
-// negative n, or one whose size in bytes overflows an int, is an error.
+// to the memory of one of the pool's nodes and already there, and a
+// function that frees it; the slice must not be used after release. It
+// is the explicit alternative to first touch. n == 0 gives an empty
+// slice; a negative n, or one whose size in bytes overflows an int, is an
+// error.
 //
-// The node must be one of the machine's memory nodes that this process
-// may allocate from (topology.Discover: a node with memory, allowed by
-// the cpuset); for any other, the error wraps ErrUnknownNode and names
-// the nodes there are. The nodes of a synthetic topology
-// (NUMAPOOL_TOPOLOGY, WithSpec) are not the kernel's and hold no memory
-// of their own: allocate on the real node their CPUs are on. On systems
-// without NUMA placement it returns pin.ErrUnsupported.
+// The memory is the node's own, or, for a node of a synthetic topology
+// (NUMAPOOL_TOPOLOGY, WithSpec), which has none of its own, that of the
+// real node its CPUs are on; a synthetic node whose CPUs are on several
+// real nodes has no one memory, and that is an error that names them. A
+// node the pool does not have, or whose memory this process may not
+// allocate from (the cpuset), gives an error wrapping ErrUnknownNode that
+// names the nodes there are. On systems without NUMA placement it
+// returns pin.ErrUnsupported.
 //
 // release unmaps the slice; a second call unmaps nothing and returns an
 // error saying the slice was released already.
-func AllocOnNode[T Numeric](node, n int) (s []T, release func() error, err error) {
-	call := fmt.Sprintf("AllocOnNode(%d, %d)", node, n)
+func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err error) {
+	call := fmt.Sprintf("AllocOnNode(node %d, %d)", node.ID(), n)
+	mem, err := node.memory()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool: %s: %w", call, err)
+	}
 	if n == 0 {
-		if err := checkMemoryNode(call, node); err != nil {
+		if err := checkMemoryNode(call, mem); err != nil {
 			return nil, nil, err
 		}
 	}
-	s, release, err = mapSlice[T](call, n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, node) })
+	s, release, err = mapSlice[T](call, n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, mem) })
 	if err != nil {
 		// The kernel accepts exactly the nodes the process may allocate
 		// from, so only a refusal is checked against the topology, which
 		// costs a reading of sysfs: it says whether the node was the
 		// reason.
-		if nerr := checkMemoryNode(call, node); nerr != nil {
+		if nerr := checkMemoryNode(call, mem); nerr != nil {
 			return nil, nil, nerr
 		}
 		return nil, nil, err
 	}
 	return s, release, nil
 }
+
+// memory returns the OS node whose memory holds the node's: the node
+// itself, or for a synthetic node the one real node its OS CPUs are on.
+func (n Node) memory() (int, error) {
+	if n.err != nil {
+		return 0, n.err
+	}
+	t := n.p.topo
+	if !strings.HasPrefix(t.Source, "synthetic:") {
+		return n.g.node.ID, nil
+	}
+	cpus := t.OSCPUs(n.g.node.CPUs)
+	var on []int
+	for _, r := range realTopology().Nodes {
+		if r.CPUs.Intersects(cpus) {
+			on = append(on, r.ID)
+		}
+	}
+	if len(on) != 1 {
+		return 0, fmt.Errorf("synthetic node %d runs on OS CPUs %s, which are on real nodes %v: its memory is on no one node (AllocFirstTouch places each page where it is first written)", n.g.node.ID, cpus, on)
+	}
+	return on[0], nil
+}
+
+// realTopology is the machine the pool runs on, under any synthetic
+// topology: a variable so that tests can give other machines.
+var realTopology = topology.Discover
 
 // memoryNodes returns the nodes this process may allocate memory from: a
 // variable so that tests can give other machines.

@@ -28,65 +28,91 @@ func realMemoryNodes(t *testing.T) []int {
 	return ids
 }
 
-// wantUnknownMemoryNode fails unless err wraps ErrUnknownNode and names
-// the node and the memory nodes there are.
-func wantUnknownMemoryNode(t *testing.T, err error, node int, nodes []int) {
+// wantUnknownMemoryNode fails unless err wraps ErrUnknownNode and says
+// each of want.
+func wantUnknownMemoryNode(t *testing.T, err error, want ...string) {
 	t.Helper()
-	var set topology.CPUSet
-	for _, n := range nodes {
-		set.Add(n)
-	}
 	if !errors.Is(err, ErrUnknownNode) {
-		t.Fatalf("AllocOnNode on node %d: %v, want ErrUnknownNode", node, err)
+		t.Fatalf("AllocOnNode: %v, want ErrUnknownNode", err)
 	}
-	for _, want := range []string{fmt.Sprintf("node %d ", node), "memory nodes: " + set.String()} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
 		}
 	}
 }
 
-// A node that is none of the machine's memory nodes is ErrUnknownNode,
-// named with the nodes there are: one past the last, a negative one, and
-// a synthetic node with no real node of its ID. The nodes there are still
-// allocate.
+// AllocOnNode takes a node of the pool: one the pool does not have is
+// ErrUnknownNode naming the pool's nodes; a node whose memory the process
+// may not allocate from is ErrUnknownNode naming the memory nodes there
+// are; the pool's own nodes allocate, a synthetic one on the real node
+// its CPUs are on, and a synthetic node on several real nodes is an
+// error that names them.
 func TestAllocOnNodeChecksTheNode(t *testing.T) {
 	nodes := realMemoryNodes(t)
-	past := slices.Max(nodes) + 1
-	t.Run("past the last node", func(t *testing.T) {
-		_, _, err := AllocOnNode[float64](past, 1000)
-		wantUnknownMemoryNode(t, err, past, nodes)
+	p := newTestPool(t)
+	defer p.Close()
+	past := slices.Max(p.Nodes()) + 1
+	t.Run("not the pool's", func(t *testing.T) {
+		_, _, err := AllocOnNode[float64](p.Node(past), 1000)
+		wantUnknownMemoryNode(t, err, fmt.Sprintf("AllocOnNode(node -1, 1000): pool: no worker group for node: %d (the pool's nodes: %v)", past, p.Nodes()))
 	})
-	t.Run("negative node", func(t *testing.T) {
-		_, _, err := AllocOnNode[float64](-1, 1000)
-		wantUnknownMemoryNode(t, err, -1, nodes)
+	t.Run("memory not allowed", func(t *testing.T) {
+		defer func(old func() topology.CPUSet) { memoryNodes = old }(memoryNodes)
+		memoryNodes = func() topology.CPUSet { return topology.CPUSet{} }
+		_, _, err := AllocOnNode[float64](p.Node(p.Nodes()[0]), 0)
+		wantUnknownMemoryNode(t, err, fmt.Sprintf("node %d is not a memory node", p.Nodes()[0]), "memory nodes: none")
 	})
-	t.Run("empty slice on no node", func(t *testing.T) {
-		_, _, err := AllocOnNode[float64](past, 0)
-		wantUnknownMemoryNode(t, err, past, nodes)
-	})
-	t.Run("synthetic node", func(t *testing.T) {
-		spec := fmt.Sprintf("%dx1", past+1)
-		p := newTestPool(t, WithSpec(spec), WithWorkers(past+1))
-		defer p.Close()
-		if !slices.Contains(p.Nodes(), past) {
-			t.Fatalf("spec %s: nodes %v, want node %d among them", spec, p.Nodes(), past)
-		}
-		_, _, err := AllocOnNode[float64](past, 1000)
-		wantUnknownMemoryNode(t, err, past, nodes)
-	})
-	t.Run("memory nodes", func(t *testing.T) {
-		for _, node := range nodes {
-			s, release, err := AllocOnNode[int32](node, 1000)
+	t.Run("pool's nodes", func(t *testing.T) {
+		for _, id := range p.Nodes() {
+			s, release, err := AllocOnNode[int32](p.Node(id), 1000)
 			if errors.Is(err, pin.ErrUnsupported) {
 				t.Skip(err)
 			}
 			if err != nil || len(s) != 1000 {
-				t.Fatalf("node %d: %d elements, %v", node, len(s), err)
+				t.Fatalf("node %d: %d elements, %v", id, len(s), err)
 			}
 			if err := release(); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+	t.Run("synthetic nodes", func(t *testing.T) {
+		sp := newTestPool(t, WithSpec(fmt.Sprintf("%dx1", past+1)), WithWorkers(past+1))
+		defer sp.Close()
+		for _, id := range sp.Nodes() {
+			s, release, err := AllocOnNode[byte](sp.Node(id), 1<<14)
+			if errors.Is(err, pin.ErrUnsupported) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatalf("synthetic node %d: %v", id, err)
+			}
+			got, err := pin.PageNodes(s)
+			if err == nil && !slices.Contains(nodes, got[0]) {
+				t.Errorf("synthetic node %d: page on node %d, not a real memory node %v", id, got[0], nodes)
+			}
+			_ = release()
+		}
+	})
+	t.Run("synthetic node on two real nodes", func(t *testing.T) {
+		sp := newTestPool(t, WithSpec("1x2"), WithWorkers(1))
+		defer sp.Close()
+		cpus := sp.topo.OSCPUs(sp.groups[0].node.CPUs)
+		if cpus.Len() < 2 {
+			t.Skipf("synthetic node on OS CPUs %s: needs two", cpus)
+		}
+		defer func(old func() *topology.Topology) { realTopology = old }(realTopology)
+		var a, b topology.CPUSet
+		a.Add(cpus.First())
+		b = cpus.AndNot(a)
+		realTopology = func() *topology.Topology {
+			return &topology.Topology{Nodes: []topology.Node{{ID: 0, CPUs: a}, {ID: 3, CPUs: b}}}
+		}
+		_, _, err := AllocOnNode[byte](sp.Node(sp.Nodes()[0]), 1<<14)
+		want := fmt.Sprintf("runs on OS CPUs %s, which are on real nodes [0 3]", cpus)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("AllocOnNode: %v, want an error saying %q", err, want)
 		}
 	})
 }
@@ -95,7 +121,10 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 // error naming it (and the element size); n == 0 is an empty slice whose
 // release succeeds.
 func TestAllocLengths(t *testing.T) {
-	node := realMemoryNodes(t)[0]
+	realMemoryNodes(t)
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	node := p.Node(p.Nodes()[0])
 	// 8 * wraps is 2^IntSize + 8: it wraps around to 8 bytes.
 	wraps := 1<<(strconv.IntSize-3) + 1
 	allocs := map[string]func(n int) ([]float64, func() error, error){
@@ -136,7 +165,10 @@ func TestAllocLengths(t *testing.T) {
 // A second release frees nothing and says the slice was released already,
 // whichever way the slice was made.
 func TestAllocReleaseTwice(t *testing.T) {
-	node := realMemoryNodes(t)[0]
+	realMemoryNodes(t)
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	node := p.Node(p.Nodes()[0])
 	unsupported := func(int) ([]byte, func() error, error) { return nil, nil, pin.ErrUnsupported }
 	for _, tc := range []struct {
 		name  string
@@ -166,22 +198,22 @@ func TestAllocReleaseTwice(t *testing.T) {
 }
 
 // A synthetic topology's Explain says its nodes have no memory of their
-// own and names the real memory nodes AllocOnNode takes; a real one says
-// nothing of the kind.
+// own and that AllocOnNode places theirs on the real memory nodes; a real
+// one says nothing of the kind.
 func TestExplainSaysWhereSyntheticMemoryIs(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()
 	ex := p.Explain()
-	want := "memory: synthetic nodes have none of their own; AllocOnNode takes the real memory nodes " + p.topo.AllowedMems.String()
+	want := "memory: synthetic nodes have none of their own; AllocOnNode places a node's on the real node its CPUs are on (memory nodes " + p.topo.AllowedMems.String() + ")"
 	if !strings.Contains(ex, want) || p.topo.AllowedMems.IsEmpty() {
 		t.Errorf("Explain of a 2x1 pool does not say %q:\n%s", want, ex)
 	}
-	_, release, err := AllocOnNode[byte](p.topo.AllowedMems.First(), 4096)
+	_, release, err := AllocOnNode[byte](p.Node(p.Nodes()[1]), 4096)
 	switch {
 	case err == nil:
 		_ = release()
 	case !errors.Is(err, pin.ErrUnsupported):
-		t.Errorf("AllocOnNode on the memory node Explain names: %v", err)
+		t.Errorf("AllocOnNode on synthetic node 1: %v", err)
 	}
 	real := newTestPool(t, WithWorkers(1))
 	defer real.Close()

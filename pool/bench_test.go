@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -32,7 +33,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		_ = p.Submit(task)
+		_ = p.Submit(context.Background(), task)
 	}
 	wg.Wait()
 }
@@ -120,7 +121,7 @@ func BenchmarkSpawnChain(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	_ = p.Submit(hop)
+	_ = p.Submit(context.Background(), hop)
 	<-done
 }
 
@@ -148,7 +149,7 @@ func benchSpawn(b *testing.B, wave int) {
 	var wg sync.WaitGroup
 	leaf := func(*Worker) { wg.Done() }
 	spawnRoots(b, &wg, wave, func(n int) {
-		_ = p.Submit(func(w *Worker) {
+		_ = p.Submit(context.Background(), func(w *Worker) {
 			for range n {
 				w.Spawn(leaf)
 			}
@@ -196,7 +197,7 @@ func BenchmarkPingPong(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		_ = p.Submit(task)
+		_ = p.Submit(context.Background(), task)
 		<-done
 	}
 }
@@ -205,9 +206,9 @@ func BenchmarkPingPong(b *testing.B) {
 // waits on the Future (a short spin before it blocks).
 func BenchmarkPingPongRun(b *testing.B) { benchRun(b, benchPool(b), 0) }
 
-// The same with workers that never sleep (WithWaitPolicy(Active)).
+// The same with workers that never sleep (WithBlockTime(-1)).
 func BenchmarkPingPongRunActive(b *testing.B) {
-	benchRun(b, benchPool(b, WithWaitPolicy(Active)), 0)
+	benchRun(b, benchPool(b, WithBlockTime(-1)), 0)
 }
 
 // The same with workers that sleep as soon as they run dry: each
@@ -219,7 +220,7 @@ func BenchmarkPingPongRunBlock0(b *testing.B) { benchRun(b, benchPool(b, WithBlo
 func BenchmarkPingPongRunSpaced(b *testing.B) { benchRun(b, benchPool(b), 200*time.Microsecond) }
 
 func BenchmarkPingPongRunSpacedActive(b *testing.B) {
-	benchRun(b, benchPool(b, WithWaitPolicy(Active)), 200*time.Microsecond)
+	benchRun(b, benchPool(b, WithBlockTime(-1)), 200*time.Microsecond)
 }
 
 // benchRun hands one function at a time to p with Run, gap apart, and

@@ -24,11 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-var (
-	errLeft  = errors.New("left failed")
-	errRight = errors.New("right failed")
-	errBody  = errors.New("body failed")
-)
+var errBody = errors.New("body failed")
 
 // bounded runs fn and fails the test if it has not returned within
 // hangBound. fn must not call t.Fatal.
@@ -130,7 +126,7 @@ func TestAsyncWaitInsideHelps(t *testing.T) {
 		err error
 	}
 	out := make(chan result, 1)
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		targets := []Target{w, p, p.Node(w.Node()), p.Node(w.Node()).Strict()}
 		var fs []*Future[int]
 		for i, on := range targets {
@@ -166,7 +162,7 @@ func TestAsyncWaitInsideHelps(t *testing.T) {
 func TestAsyncInsideTaskOnFullBoundedNode(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1), WithShardBound(1))
 	res := make(chan error, 1)
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		f1 := Async(p, func(*Worker) (int, error) { return 1, nil })
 		f2 := Async(p, func(*Worker) (int, error) { return 2, nil }) // the node's queue holds f1
 		_, err1 := f1.Wait()
@@ -185,81 +181,6 @@ func TestAsyncInsideTaskOnFullBoundedNode(t *testing.T) {
 	}
 	// Close unblocks a stuck Async (it gets ErrClosed), so nothing leaks.
 	bounded(t, "Close", func() { _ = p.Close() })
-}
-
-func TestFutureWaitCtx(t *testing.T) {
-	p := newTestPool(t, WithWorkers(2))
-	defer p.Close()
-
-	// Outside: cancelled while the function runs.
-	release := make(chan struct{})
-	started := make(chan struct{})
-	f := Async(p, func(*Worker) (int, error) { close(started); <-release; return 7, nil })
-	waitClosed(t, started, hangBound, "the future's function to start")
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { _, err := f.WaitCtx(ctx); errc <- err }()
-	cancel()
-	err := recv(t, errc, "WaitCtx did not return when its ctx was cancelled")
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitCtx after cancel = %v, want context.Canceled", err)
-	}
-	if isDone(f.Done()) {
-		t.Error("the future is done although its function is still blocked")
-	}
-	close(release)
-	waitClosed(t, f.Done(), hangBound, "the future to complete after WaitCtx gave up")
-	if v, err := f.WaitCtx(context.Background()); v != 7 || err != nil {
-		t.Errorf("WaitCtx once done = %d, %v; want 7, nil", v, err)
-	}
-	// A done future wins over a done ctx.
-	if v, err := f.WaitCtx(ctx); v != 7 || err != nil {
-		t.Errorf("WaitCtx(cancelled ctx) on a done future = %d, %v; want 7, nil", v, err)
-	}
-
-	// Deadline.
-	release2 := make(chan struct{})
-	f2 := Async(p, func(*Worker) (int, error) { <-release2; return 8, nil })
-	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer dcancel()
-	bounded(t, "WaitCtx with a deadline", func() {
-		if _, err := f2.WaitCtx(dctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("WaitCtx past the deadline = %v", err)
-		}
-	})
-	close(release2)
-	bounded(t, "Wait after WaitCtx timed out", func() {
-		if v, err := f2.Wait(); v != 8 || err != nil {
-			t.Errorf("Wait = %d, %v", v, err)
-		}
-	})
-
-	// Inside a task on a 1-worker pool: the future is queued on the
-	// worker itself, so it cannot have run; a cancelled ctx returns at
-	// once, and the future runs once the task returns.
-	p1 := newTestPool(t, WithWorkers(1))
-	defer p1.Close()
-	fc := make(chan *Future[int], 1)
-	errIn := make(chan error, 1)
-	if err := p1.Submit(func(w *Worker) {
-		f := Async(w, func(*Worker) (int, error) { return 9, nil })
-		fc <- f
-		cctx, ccancel := context.WithCancel(context.Background())
-		ccancel()
-		_, err := f.WaitCtx(cctx)
-		errIn <- err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	err = recv(t, errIn, "WaitCtx(cancelled) inside a task hung")
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitCtx(cancelled) inside a task = %v, want context.Canceled", err)
-	}
-	fin := <-fc
-	waitClosed(t, fin.Done(), hangBound, "the future queued by the task")
-	if v, err := fin.Wait(); v != 9 || err != nil {
-		t.Errorf("the inside future = %d, %v", v, err)
-	}
 }
 
 func TestFutureDoneChannel(t *testing.T) {
@@ -405,11 +326,8 @@ func TestAsyncRefusedAtOnce(t *testing.T) {
 			t.Errorf("Run on a closed %s: %v, want ErrClosed", name, err)
 		}
 	}
-	if _, _, err := Join(p, fn, fn); !errors.Is(err, ErrClosed) {
-		t.Errorf("Join on a closed pool: %v, want ErrClosed", err)
-	}
-	if err := p.Join(func(*Worker) { ran.Store(true) }, func(*Worker) {}); !errors.Is(err, ErrClosed) {
-		t.Errorf("Pool.Join on a closed pool: %v, want ErrClosed", err)
+	if err := p.Submit(context.Background(), func(*Worker) { ran.Store(true) }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit on a closed pool: %v, want ErrClosed", err)
 	}
 	if ran.Load() {
 		t.Error("a refused function ran")
@@ -417,21 +335,19 @@ func TestAsyncRefusedAtOnce(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------
-// 2. The generic Join returns both values.
+// 2. Fork returns both values.
 
-// mergeSort sorts s with Join, returning a new slice.
-func mergeSort(w *Worker, s []int) ([]int, error) {
+// mergeSort sorts s with Fork, returning a new slice.
+func mergeSort(w *Worker, s []int) []int {
 	if len(s) <= 64 {
 		out := slices.Clone(s)
 		slices.Sort(out)
-		return out, nil
+		return out
 	}
 	mid := len(s) / 2
-	a, b, err := Join(w,
-		func(w *Worker) ([]int, error) { return mergeSort(w, s[:mid]) },
-		func(w *Worker) ([]int, error) { return mergeSort(w, s[mid:]) })
+	a, b, err := Fork(w, mergeSort, s[:mid], mergeSort, s[mid:])
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
 	out := make([]int, 0, len(s))
 	i, j := 0, 0
@@ -444,20 +360,21 @@ func mergeSort(w *Worker, s []int) ([]int, error) {
 			j++
 		}
 	}
-	return append(append(out, a[i:]...), b[j:]...), nil
+	return append(append(out, a[i:]...), b[j:]...)
 }
 
-func fibGenericJoin(w *Worker, n int) (int, error) {
+func fibForked(w *Worker, n int) int {
 	if n < 12 {
-		return fibSeq(n), nil
+		return fibSeq(n)
 	}
-	a, b, err := Join(w,
-		func(w *Worker) (int, error) { return fibGenericJoin(w, n-1) },
-		func(w *Worker) (int, error) { return fibGenericJoin(w, n-2) })
-	return a + b, err
+	a, b, err := Fork(w, fibForked, n-1, fibForked, n-2)
+	if err != nil {
+		panic(err)
+	}
+	return a + b
 }
 
-func TestGenericJoinComputes(t *testing.T) {
+func TestForkComputes(t *testing.T) {
 	for _, spec := range []string{"", "2x2"} {
 		t.Run(specName(spec), func(t *testing.T) {
 			p := newTestPool(t, specOpts(spec)...)
@@ -470,23 +387,20 @@ func TestGenericJoinComputes(t *testing.T) {
 			want := slices.Clone(in)
 			slices.Sort(want)
 			bounded(t, "merge sort", func() {
-				got, err := Run(p, func(w *Worker) ([]int, error) { return mergeSort(w, in) })
+				got, err := Run(p, func(w *Worker) ([]int, error) { return mergeSort(w, in), nil })
 				if err != nil || !slices.Equal(got, want) {
 					t.Errorf("mergeSort: err %v, sorted correctly %v", err, slices.Equal(got, want))
 				}
-				// From outside: Join on the pool.
-				f, g, err := Join(p,
-					func(w *Worker) (int, error) { return fibGenericJoin(w, 22) },
-					func(w *Worker) (string, error) { return "b", nil })
-				if f != fibSeq(22) || g != "b" || err != nil {
-					t.Errorf("Join(p) = %d, %q, %v", f, g, err)
+				f, err := Run(p, func(w *Worker) (int, error) { return fibForked(w, 22), nil })
+				if f != fibSeq(22) || err != nil {
+					t.Errorf("fibForked(22) = %d, %v", f, err)
 				}
 			})
 		})
 	}
 }
 
-func TestGenericJoinErrorsAndPanics(t *testing.T) {
+func TestJoinAndForkPanics(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	type out struct {
@@ -495,39 +409,41 @@ func TestGenericJoinErrorsAndPanics(t *testing.T) {
 		err error
 	}
 	res := onWorker(t, p, func(w *Worker) out {
-		a, b, err := Join(w,
-			func(*Worker) (int, error) { return 1, errLeft },
-			func(*Worker) (string, error) { return "two", errRight })
-		return out{a, b, err}
-	})
-	if !errors.Is(res.err, errLeft) || !errors.Is(res.err, errRight) {
-		t.Errorf("Join error %v: want both halves' errors joined", res.err)
-	}
-	if res.a != 1 || res.b != "two" {
-		t.Errorf("Join with errors returned %d, %q; want the values the halves returned", res.a, res.b)
-	}
-	res = onWorker(t, p, func(w *Worker) out {
-		a, b, err := Join(w,
-			func(*Worker) (int, error) { return 5, nil },
-			func(*Worker) (string, error) { return "", fmt.Errorf("%v", boundaryPanicker("half")) })
+		a, b, err := Fork(w,
+			func(*Worker, int) int { return 5 }, 0,
+			func(*Worker, int) string { boundaryPanicker("half"); return "" }, 0)
 		return out{a, b, err}
 	})
 	var pe *PanicError
 	if !errors.As(res.err, &pe) || pe.Value != "half" || res.a != 5 {
-		t.Errorf("Join with a panicking half = %d, %v; want 5 and a *PanicError", res.a, res.err)
+		t.Errorf("Fork with a panicking half = %d, %v; want 5 and a *PanicError", res.a, res.err)
 	}
-	// Pool.Join from outside.
+	// Join from outside, through Run.
 	var left, right atomic.Bool
-	bounded(t, "Pool.Join", func() {
-		if err := p.Join(func(*Worker) { left.Store(true) }, func(*Worker) { right.Store(true) }); err != nil {
-			t.Errorf("Pool.Join = %v", err)
+	join := func(a, b func(*Worker)) error {
+		_, err := Run(p, func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(a, b) })
+		return err
+	}
+	bounded(t, "Join through Run", func() {
+		if err := join(func(*Worker) { left.Store(true) }, func(*Worker) { right.Store(true) }); err != nil {
+			t.Errorf("Join = %v", err)
 		}
 		if !left.Load() || !right.Load() {
-			t.Error("Pool.Join did not run both halves")
+			t.Error("Join did not run both halves")
 		}
-		err := p.Join(func(*Worker) {}, func(*Worker) { boundaryPanicker("right") })
+		err := join(func(*Worker) {}, func(*Worker) { boundaryPanicker("right") })
 		if !errors.As(err, &pe) || pe.Value != "right" {
-			t.Errorf("Pool.Join with a panic = %v", err)
+			t.Errorf("Join with a panic = %v", err)
+		}
+		err = join(func(*Worker) { boundaryPanicker("left") }, func(*Worker) { boundaryPanicker("right") })
+		var pes []*PanicError
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if errors.As(e, &pe) {
+				pes = append(pes, pe)
+			}
+		}
+		if len(pes) != 2 {
+			t.Errorf("Join with both halves panicking = %v, want both panics joined", err)
 		}
 	})
 }
@@ -543,7 +459,7 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 	}{
 		{"real", nil},
 		{"2x1", []Option{WithSpec("2x1")}},
-		{"2x1-strict", []Option{WithSpec("2x1"), WithStrictLoops()}},
+		{"2x1-strict", []Option{WithSpec("2x1"), WithHomeLoops()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestPool(t, tc.opts...)
@@ -553,7 +469,7 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 			var failed atomic.Bool
 			var err error
 			bounded(t, "a failing ParallelForErr", func() {
-				err = p.ParallelForErr(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
+				err = p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
 					if failed.Load() {
 						after.Add(1)
 					}
@@ -581,10 +497,10 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 }
 
 // A loop that succeeds covers every index once, on the node Split gives
-// it (exactly, with WithStrictLoops); a panic comes back as *PanicError.
+// it (exactly, with WithHomeLoops); a panic comes back as *PanicError.
 func TestParallelForErrBlocksAndPanics(t *testing.T) {
 	const n = 50_000
-	p := newTestPool(t, WithSpec("2x1"), WithStrictLoops())
+	p := newTestPool(t, WithSpec("2x1"), WithHomeLoops())
 	defer p.Close()
 	nodeOf := make([]int, n)
 	for _, b := range p.Split(n) {
@@ -595,7 +511,7 @@ func TestParallelForErrBlocksAndPanics(t *testing.T) {
 	seen := make([]atomic.Int32, n)
 	var wrong atomic.Int64
 	bounded(t, "ParallelForErr", func() {
-		err := p.ParallelForErr(context.Background(), n, 100, func(w *Worker, lo, hi int) error {
+		err := p.ParallelFor(context.Background(), n, 100, func(w *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				seen[i].Add(1)
 				if nodeOf[i] != w.Node() {
@@ -614,10 +530,10 @@ func TestParallelForErrBlocksAndPanics(t *testing.T) {
 		}
 	}
 	if wrong.Load() != 0 {
-		t.Errorf("WithStrictLoops: %d indexes ran off the node Split gave them", wrong.Load())
+		t.Errorf("WithHomeLoops: %d indexes ran off the node Split gave them", wrong.Load())
 	}
 	bounded(t, "a panicking ParallelForErr", func() {
-		err := p.ParallelForErr(context.Background(), n, 100, func(_ *Worker, lo, hi int) error {
+		err := p.ParallelFor(context.Background(), n, 100, func(_ *Worker, lo, hi int) error {
 			if lo <= n/2 && n/2 < hi {
 				boundaryPanicker("loop")
 			}
@@ -639,7 +555,7 @@ func TestParallelForErrCtx(t *testing.T) {
 	cancel()
 	var bodies atomic.Int64
 	bounded(t, "ParallelForErr(cancelled ctx)", func() {
-		err := p.ParallelForErr(ctx, n, 10, func(*Worker, int, int) error { bodies.Add(1); return nil })
+		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error { bodies.Add(1); return nil })
 		if !errors.Is(err, context.Canceled) || bodies.Load() != 0 {
 			t.Errorf("pre-cancelled: %v, %d bodies; want context.Canceled, 0", err, bodies.Load())
 		}
@@ -650,7 +566,7 @@ func TestParallelForErrCtx(t *testing.T) {
 	var started, after atomic.Int64
 	var cancelled atomic.Bool
 	bounded(t, "ParallelForErr cancelled midway", func() {
-		err := p.ParallelForErr(ctx, n, 10, func(*Worker, int, int) error {
+		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error {
 			if cancelled.Load() {
 				after.Add(1)
 			}
@@ -682,17 +598,17 @@ func TestWorkerParallelForErrAndCtx(t *testing.T) {
 		afterCancel          int64
 	}
 	res := make(chan out, 1)
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		var o out
 		var sum atomic.Int64
-		o.okErr = w.ParallelForErr(context.Background(), 1000, 10, func(_ *Worker, lo, hi int) error {
+		o.okErr = w.Pool().ParallelFor(context.Background(), 1000, 10, func(_ *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				sum.Add(int64(i))
 			}
 			return nil
 		})
 		o.sum = sum.Load()
-		o.failErr = w.ParallelForErr(context.Background(), 1000, 10, func(_ *Worker, lo, _ int) error {
+		o.failErr = w.Pool().ParallelFor(context.Background(), 1000, 10, func(_ *Worker, lo, _ int) error {
 			if lo == 500 {
 				return errBody
 			}
@@ -701,7 +617,7 @@ func TestWorkerParallelForErrAndCtx(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var cancelled atomic.Bool
 		var after atomic.Int64
-		o.cErr = w.ParallelForCtx(ctx, 1000, 10, func(_ *Worker, lo, _ int) {
+		o.cErr = w.Pool().ParallelFor(ctx, 1000, 10, func(_ *Worker, lo, _ int) error {
 			if cancelled.Load() {
 				after.Add(1)
 			}
@@ -709,6 +625,7 @@ func TestWorkerParallelForErrAndCtx(t *testing.T) {
 				cancel()
 				cancelled.Store(true)
 			}
+			return nil
 		})
 		cancel()
 		o.afterCancel = after.Load()
@@ -756,7 +673,7 @@ func groupStartOrder(t *testing.T, opts []Option, tasks int, hold bool) {
 		var held sync.WaitGroup
 		held.Add(workers)
 		for range workers {
-			if err := p.Submit(func(*Worker) { held.Done(); <-release }); err != nil {
+			if err := p.Submit(context.Background(), func(*Worker) { held.Done(); <-release }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -1012,7 +929,7 @@ func TestMapReduceErrorsAndEdges(t *testing.T) {
 	p1 := newTestPool(t, WithWorkers(1))
 	defer p1.Close()
 	res := make(chan int, 1)
-	if err := p1.Submit(func(w *Worker) {
+	if err := p1.Submit(context.Background(), func(w *Worker) {
 		got, _ := MapReduce(ctx, w.Pool(), 1000, 7, count, add)
 		res <- got
 	}); err != nil {
@@ -1072,13 +989,13 @@ func TestPerWorkerPaddedAndOrdered(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(tasks)
 	for range tasks {
-		if err := p.Submit(func(w *Worker) { *s.Get(w)++; wg.Done() }); err != nil {
+		if err := p.Submit(context.Background(), func(w *Worker) { *s.Get(w)++; wg.Done() }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bounded(t, "tasks", wg.Wait)
 	bounded(t, "ParallelFor", func() {
-		if err := p.ParallelFor(loop, 100, func(w *Worker, lo, hi int) { *s.Get(w) += int64(hi - lo) }); err != nil {
+		if err := p.ParallelFor(context.Background(), loop, 100, func(w *Worker, lo, hi int) error { *s.Get(w) += int64(hi - lo); return nil }); err != nil {
 			t.Errorf("ParallelFor = %v", err)
 		}
 	})
@@ -1123,8 +1040,8 @@ func TestNodeSubmitForms(t *testing.T) {
 	for i := range 400 {
 		id := nodes[i%2]
 		n := p.Node(id)
-		if n.ID() != id || n.Err() != nil {
-			t.Fatalf("Node(%d): ID %d, Err %v", id, n.ID(), n.Err())
+		if n.ID() != id || n.err != nil {
+			t.Fatalf("Node(%d): ID %d, err %v", id, n.ID(), n.err)
 		}
 		strict := i%4 >= 2
 		if strict {
@@ -1141,19 +1058,19 @@ func TestNodeSubmitForms(t *testing.T) {
 		var err error
 		switch i % 5 {
 		case 0:
-			err = n.Submit(fn)
+			err = n.Submit(context.Background(), fn)
 		case 1:
 			err = n.TrySubmit(fn)
 		case 2:
-			err = n.SubmitCtx(ctx, fn)
+			err = n.Submit(ctx, fn)
 		case 3:
 			if strict {
-				err = p.SubmitToStrict(id, fn)
+				err = p.Node(id).Strict().Submit(context.Background(), fn)
 			} else {
-				err = p.SubmitTo(id, fn)
+				err = p.Node(id).Submit(context.Background(), fn)
 			}
 		default:
-			err = n.Submit(fn)
+			err = n.Submit(context.Background(), fn)
 		}
 		if err != nil {
 			wg.Done()
@@ -1172,13 +1089,13 @@ func TestNodeUnknown(t *testing.T) {
 	fn := func(*Worker) { t.Error("a task for an unknown node ran") }
 	ctx := context.Background()
 	for _, n := range []Node{p.Node(42), p.Node(42).Strict()} {
-		if n.ID() != -1 || !errors.Is(n.Err(), ErrUnknownNode) {
-			t.Errorf("Node(42): ID %d, Err %v", n.ID(), n.Err())
+		if n.ID() != -1 {
+			t.Errorf("Node(42): ID %d, want -1", n.ID())
 		}
 		for name, err := range map[string]error{
-			"Submit":    n.Submit(fn),
+			"Submit":    n.Submit(context.Background(), fn),
 			"TrySubmit": n.TrySubmit(fn),
-			"SubmitCtx": n.SubmitCtx(ctx, fn),
+			"SubmitCtx": n.Submit(ctx, fn),
 		} {
 			if !errors.Is(err, ErrUnknownNode) || !strings.Contains(err.Error(), "42") {
 				t.Errorf("Node(42).%s = %v, want ErrUnknownNode naming node 42", name, err)
@@ -1186,8 +1103,8 @@ func TestNodeUnknown(t *testing.T) {
 		}
 	}
 	for name, err := range map[string]error{
-		"SubmitTo":       p.SubmitTo(42, fn),
-		"SubmitToStrict": p.SubmitToStrict(42, fn),
+		"SubmitTo":       p.Node(42).Submit(context.Background(), fn),
+		"SubmitToStrict": p.Node(42).Strict().Submit(context.Background(), fn),
 	} {
 		if !errors.Is(err, ErrUnknownNode) || !strings.Contains(err.Error(), "42") {
 			t.Errorf("%s(42) = %v, want ErrUnknownNode naming node 42", name, err)
@@ -1205,7 +1122,7 @@ func TestNodeFull(t *testing.T) {
 	n0 := p.Node(nodes[0])
 	hold := make(chan struct{})
 	started := make(chan struct{})
-	if err := n0.Strict().Submit(func(*Worker) { close(started); <-hold }); err != nil {
+	if err := n0.Strict().Submit(context.Background(), func(*Worker) { close(started); <-hold }); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, started, hangBound, "the holding task")
@@ -1221,14 +1138,14 @@ func TestNodeFull(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		bounded(t, "SubmitCtx on a full node", func() {
-			if err := n.SubmitCtx(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
+			if err := n.Submit(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s SubmitCtx on a full node = %v, want context.DeadlineExceeded", name, err)
 			}
 		})
 		cancel()
 		cctx, ccancel := context.WithCancel(context.Background())
 		ccancel()
-		if err := n.SubmitCtx(cctx, func(*Worker) {}); !errors.Is(err, context.Canceled) {
+		if err := n.Submit(cctx, func(*Worker) {}); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s SubmitCtx(cancelled) on a full node = %v, want context.Canceled", name, err)
 		}
 	}
@@ -1241,7 +1158,7 @@ func TestNodeFull(t *testing.T) {
 	}
 	close(hold)
 	bounded(t, "Submit waiting for room", func() {
-		if err := n0.Submit(func(*Worker) { ran.Add(1) }); err != nil {
+		if err := n0.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
 			t.Errorf("Submit after room = %v", err)
 		}
 	})
@@ -1263,7 +1180,9 @@ func TestPanicErrorFormat(t *testing.T) {
 	defer p.Close()
 	var err error
 	bounded(t, "Join with a panic", func() {
-		err = p.Join(func(*Worker) { boundaryPanicker("format-me") }, func(*Worker) {})
+		_, err = Run(p, func(w *Worker) (struct{}, error) {
+			return struct{}{}, w.Join(func(*Worker) { boundaryPanicker("format-me") }, func(*Worker) {})
+		})
 	})
 	var pe *PanicError
 	if !errors.As(err, &pe) {
@@ -1317,7 +1236,7 @@ func TestStatsJSON(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(tasks)
 	for i := range tasks {
-		if err := p.Submit(func(*Worker) {
+		if err := p.Submit(context.Background(), func(*Worker) {
 			defer wg.Done()
 			if i%40 == 0 { // 0, 40, 80
 				panic("stats")
@@ -1371,13 +1290,13 @@ func TestStatsJSON(t *testing.T) {
 	var held sync.WaitGroup
 	held.Add(2)
 	for _, id := range p.Nodes() {
-		if err := p.Node(id).Strict().Submit(func(*Worker) { held.Done(); <-hold }); err != nil {
+		if err := p.Node(id).Strict().Submit(context.Background(), func(*Worker) { held.Done(); <-hold }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bounded(t, "holding both workers", held.Wait)
 	for range 5 {
-		if err := p.Node(p.Nodes()[0]).Strict().Submit(func(*Worker) {}); err != nil {
+		if err := p.Node(p.Nodes()[0]).Strict().Submit(context.Background(), func(*Worker) {}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1424,7 +1343,7 @@ func TestStatsJSON(t *testing.T) {
 func TestStatsRunningIsZeroAfterClose(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	for range 10 {
-		if err := p.Submit(func(*Worker) {}); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) {}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1449,18 +1368,15 @@ func TestNilContextIsBackground(t *testing.T) {
 	defer p.Close()
 	var nilCtx context.Context
 	bounded(t, "nil contexts", func() {
-		if err := p.ParallelForCtx(nilCtx, 100, 1, func(*Worker, int, int) {}); err != nil {
+		if err := p.ParallelFor(nilCtx, 100, 1, func(*Worker, int, int) error { return nil }); err != nil {
 			t.Errorf("ParallelForCtx(nil) = %v", err)
 		}
 		if got, err := MapReduce(nilCtx, p, 100, 1, func(_ *Worker, lo, hi int) (int, error) { return hi - lo, nil },
 			func(a, b int) int { return a + b }); got != 100 || err != nil {
 			t.Errorf("MapReduce(nil) = %d, %v", got, err)
 		}
-		if err := p.SubmitCtx(nilCtx, func(*Worker) {}); err != nil {
-			t.Errorf("SubmitCtx(nil) = %v", err)
-		}
-		if v, err := Async(p, func(*Worker) (int, error) { return 7, nil }).WaitCtx(nilCtx); v != 7 || err != nil {
-			t.Errorf("WaitCtx(nil) = %d, %v", v, err)
+		if err := p.Submit(nilCtx, func(*Worker) {}); err != nil {
+			t.Errorf("Submit(nil) = %v", err)
 		}
 		if _, err := p.Shutdown(nilCtx); err != nil {
 			t.Errorf("Shutdown(nil) = %v", err)

@@ -10,7 +10,7 @@
 // without switching threads). Each worker owns a bounded lock-free run
 // queue (package queue); each node has an inject shard for work from
 // outside, and a pinned shard for work that must stay on the node
-// (SubmitToStrict, ParallelFor's node blocks), which only the node's
+// (a Strict Node's, ParallelFor's node blocks), which only the node's
 // workers read, one task at a time. A worker runs, in order: every
 // interval tasks a task from its node's shards (fairness), its LIFO slot
 // (the task spawned last, at most three in a row), its queue, a task from
@@ -20,41 +20,56 @@
 // parks, costing no CPU until work arrives.
 //
 // Idle workers, in OpenMP's words: a worker that runs out of work keeps
-// searching for the block time (DefaultBlockTime, 50µs; WithBlockTime or
-// NUMAPOOL_BLOCKTIME) and then sleeps until work arrives (Passive, the
-// default). Active (WithWaitPolicy, NUMAPOOL_WAIT_POLICY=active) keeps
-// up to half the workers searching while the pool runs: a hand-off is
-// picked up sooner, and an idle pool keeps their CPUs busy.
+// searching for the block time (DefaultBlockTime, 50µs) and then sleeps
+// until work arrives, costing no CPU (the passive policy). WithBlockTime
+// is the one setting: 0 sleeps at once, a negative time never sleeps (the
+// active policy: a hand-off is picked up sooner, and an idle pool keeps
+// up to half the workers' CPUs busy).
 //
-// Outside any task you hold the *Pool: Submit, TrySubmit, SubmitCtx,
-// Node (a node to submit to, soft or Strict; SubmitTo and SubmitToStrict
-// are short for it), Group, Join, ParallelFor, ParallelForCtx,
-// ParallelForErr, Split, Stats, Explain, Close, Shutdown, and the
-// descriptions Workers, Nodes, Topology and Binding. Inside a task
-// you hold the *Worker that runs it: Spawn, Join, Group, ParallelFor,
-// ParallelForCtx, ParallelForErr, ID, Node, CPU, Pool; SpawnWith and
-// Fork are Spawn and Join for plain functions that take an argument, and
-// allocate nothing per task. A Group's Go and
-// Wait may be called anywhere and do what fits the caller (push and help
-// on a worker, submit and block outside).
+// The API. Outside any task you hold the *Pool; inside a task you hold
+// the *Worker that runs it, and w.Pool() is its pool. Every call behaves
+// the same wherever it is made, except that from inside a task a call
+// that waits runs other tasks meanwhile instead of blocking its worker,
+// and a bound on queued work (WithShardBound) does not apply, since only
+// the workers make room:
 //
-// Results: Run runs a function returning (T, error) on a Target (the
-// pool, a Node, or the calling worker) and waits for it; Async returns a
-// Future to wait on later (Wait, WaitCtx, Done); the generic Join returns
-// both halves' values, and Fork does the same inside a task for two
-// functions that take their input as an argument, allocating nothing when
-// nobody steals the second (the form for fine-grained recursion). MapReduce combines per-chunk results in a fixed
-// order, and PerWorker keeps one padded value per worker. Waiting from
-// inside a task runs other tasks meanwhile, never blocking the worker
-// while work is queued.
+//   - Submit(ctx, fn) and TrySubmit(fn) queue a task on the pool; Node(id)
+//     is the only route to one node, softly or Strict (its Submit and
+//     TrySubmit). From outside, work for the pool goes to a node's shard;
+//     from inside a task, to the calling worker (as Spawn), where idle
+//     workers steal it.
+//   - Run(on, fn) runs a function returning (T, error) on a Target (the
+//     pool, a Node, or the calling worker) and waits for it; Async(on, fn)
+//     returns a Future to wait on later (Wait, Done).
+//   - Group(ctx) is an errgroup whose tasks run on the pool: Go, TryGo,
+//     SetLimit, Wait, Context.
+//   - ParallelFor(ctx, n, grain, body) splits a range over the nodes
+//     (Split says how) and inside each node by lazy binary splitting; the
+//     first error stops it. MapReduce combines per-chunk results in a
+//     fixed order; PerWorker keeps one padded value per worker.
+//   - Inside a task: Spawn and Join, and SpawnWith and Fork, the same for
+//     functions that take their input as an argument, which allocate
+//     nothing per task (the form for fine-grained recursion); ID, Node,
+//     CPU and Pool describe the worker.
+//   - AllocOnNode places a slice on a node's memory; AllocFirstTouch
+//     leaves each page to the worker that first writes it.
+//   - Close, Shutdown(ctx), Stats, Explain, Workers and Nodes.
+//
+// The environment, in OpenMP's vocabulary, gives defaults that options
+// override (WithoutEnv ignores it): NUMAPOOL_NUM_WORKERS (a count),
+// NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none),
+// NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
+// spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),
+// NUMAPOOL_WAIT_POLICY (passive or active) and NUMAPOOL_BLOCKTIME (200us,
+// 1ms, a number of ms, or infinite).
 //
 // Errors and misuse: conditions a caller cannot rule out return errors
 // to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
-// ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer mistakes panic with a message
-// that starts with "pool:", the same in every call: a nil function, a
-// Worker used from a goroutine that is not running a task on it (checked
-// in every build on amd64 and arm64, with -race elsewhere), SetLimit on a
-// Group with active tasks. A panic never leaves a queue half-changed.
+// ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer
+// mistakes panic with a message that starts with "pool:", the same in
+// every call: a nil function, a Worker used from a goroutine that is
+// not running a task on it (checked in every build on amd64 and arm64,
+// with -race elsewhere), SetLimit on a Group with active tasks. A panic never leaves a queue half-changed.
 //
 // Panics in tasks: a task's panic is recovered and the worker lives on.
 // Join, Fork, Group.Wait, ParallelFor, MapReduce, Run and a Future
@@ -98,8 +113,8 @@
 // still running (Stats.Running counts them) and how many were dropped.
 // Their workers end when those tasks return; a later Close waits for
 // that, and the pool's CPU claims are released then. Test:
-// TestShutdownGivesUpOnAStuckTask. Every exit may be called any number of times, in
-// any order; from inside a task they close intake and return
+// TestShutdownGivesUpOnAStuckTask. Every exit may be called any number of
+// times, in any order; from inside a task they close intake and return
 // ErrInsideTask. A task accepted (Submit returned nil) either runs or is
 // counted as abandoned. A Pool dropped without Close is closed when the
 // garbage collector finds it unreachable. lifecycle.go states the

@@ -41,9 +41,9 @@ func ExampleAsync() {
 	// Output: 30
 }
 
-// WaitCtx gives up when its context ends; the function runs on, and the
-// future completes later.
-func ExampleFuture_WaitCtx() {
+// A caller that stops waiting selects on Done beside its context; the
+// function runs on, and the future completes later.
+func ExampleFuture_Done() {
 	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
 	defer p.Close()
 	release := make(chan struct{})
@@ -53,8 +53,12 @@ func ExampleFuture_WaitCtx() {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the caller stops waiting
-	_, err := f.WaitCtx(ctx)
-	fmt.Println(err)
+	select {
+	case <-f.Done():
+		fmt.Println(f.Wait())
+	case <-ctx.Done():
+		fmt.Println(ctx.Err())
+	}
 
 	close(release)
 	<-f.Done()
@@ -62,43 +66,6 @@ func ExampleFuture_WaitCtx() {
 	// Output:
 	// context canceled
 	// done <nil>
-}
-
-// sum adds s in parallel: Join runs both halves, possibly on two workers,
-// and returns both values.
-func sum(w *pool.Worker, s []int) (int, error) {
-	if len(s) <= 1000 {
-		t := 0
-		for _, v := range s {
-			t += v
-		}
-		return t, nil
-	}
-	mid := len(s) / 2
-	a, b, err := pool.Join(w,
-		func(w *pool.Worker) (int, error) { return sum(w, s[:mid]) },
-		func(w *pool.Worker) (int, error) { return sum(w, s[mid:]) })
-	return a + b, err
-}
-
-func ExampleJoin() {
-	p, _ := pool.New(pool.WithoutEnv())
-	defer p.Close()
-	s := make([]int, 100_000)
-	for i := range s {
-		s[i] = i
-	}
-	total, err := pool.Run(p, func(w *pool.Worker) (int, error) { return sum(w, s) })
-	fmt.Println(total, err)
-
-	// The halves may return different types; their errors are joined.
-	n, name, err := pool.Join(p,
-		func(*pool.Worker) (int, error) { return 7, nil },
-		func(*pool.Worker) (string, error) { return "", errors.New("no name") })
-	fmt.Println(n, name == "", err)
-	// Output:
-	// 4999950000 <nil>
-	// 7 true no name
 }
 
 // A node is a place to send work: softly (idle workers of other nodes may
@@ -110,10 +77,10 @@ func ExamplePool_Node() {
 	fmt.Println("ran on node", node)
 
 	done := make(chan int)
-	_ = p.Node(0).Strict().Submit(func(w *pool.Worker) { done <- w.Node() })
+	_ = p.Node(0).Strict().Submit(context.Background(), func(w *pool.Worker) { done <- w.Node() })
 	fmt.Println("ran on node", <-done)
 
-	err := p.Node(7).Submit(func(*pool.Worker) {})
+	err := p.Node(7).Submit(context.Background(), func(*pool.Worker) {})
 	fmt.Println(errors.Is(err, pool.ErrUnknownNode))
 	// Output:
 	// ran on node 1
@@ -123,7 +90,7 @@ func ExamplePool_Node() {
 
 // A loop whose body can fail: the first error stops handing out pieces
 // and is returned.
-func ExamplePool_ParallelForErr() {
+func ExamplePool_ParallelFor_error() {
 	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
 	defer p.Close()
 	records := make([]string, 1000)
@@ -131,7 +98,7 @@ func ExamplePool_ParallelForErr() {
 		records[i] = "ok"
 	}
 	records[617] = "corrupt"
-	err := p.ParallelForErr(context.Background(), len(records), 10, func(_ *pool.Worker, lo, hi int) error {
+	err := p.ParallelFor(context.Background(), len(records), 10, func(_ *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			if records[i] != "ok" {
 				return fmt.Errorf("record %d: %s", i, records[i])
@@ -181,13 +148,14 @@ func ExamplePerWorker() {
 	p, _ := pool.New(pool.WithoutEnv())
 	defer p.Close()
 	counts := pool.NewPerWorker[int](p, nil)
-	_ = p.ParallelFor(1_000_000, 0, func(w *pool.Worker, lo, hi int) {
+	_ = p.ParallelFor(context.Background(), 1_000_000, 0, func(w *pool.Worker, lo, hi int) error {
 		c := counts.Get(w) // only tasks on w touch it: no atomics, no sharing
 		for i := lo; i < hi; i++ {
 			if i%3 == 0 {
 				*c++
 			}
 		}
+		return nil
 	})
 	total := 0
 	for _, c := range counts.All() {

@@ -20,7 +20,7 @@ func Example() {
 	var sum atomic.Int64
 	for _, node := range p.Nodes() {
 		// Work for a node's data goes to that node's workers.
-		_ = p.SubmitTo(node, func(w *pool.Worker) {
+		_ = p.Node(node).Submit(context.Background(), func(w *pool.Worker) {
 			for i := range 4 {
 				w.Spawn(func(*pool.Worker) { sum.Add(int64(i)) }) // runs on this node unless stolen
 			}
@@ -42,15 +42,15 @@ func ExampleWithBinding_goroutines() {
 	}
 	var sum atomic.Int64
 	for i := range 1000 {
-		if err := p.Submit(func(*pool.Worker) { sum.Add(int64(i)) }); err != nil {
+		if err := p.Submit(context.Background(), func(*pool.Worker) { sum.Add(int64(i)) }); err != nil {
 			panic(err)
 		}
 	}
 	if err := p.Close(); err != nil { // runs everything queued
 		panic(err)
 	}
-	fmt.Println(p.Binding(), sum.Load())
-	// Output: goroutines 499500
+	fmt.Println(sum.Load())
+	// Output: 499500
 }
 
 func ExamplePool_TrySubmit() {
@@ -81,7 +81,7 @@ func ExampleWorker_Join() {
 	p, _ := pool.New(pool.WithoutEnv())
 	defer p.Close()
 	result := make(chan int)
-	_ = p.Submit(func(w *pool.Worker) { result <- fib(w, 25) })
+	_ = p.Submit(context.Background(), func(w *pool.Worker) { result <- fib(w, 25) })
 	fmt.Println(<-result)
 	// Output: 75025
 }
@@ -147,16 +147,18 @@ func ExamplePool_ParallelFor() {
 	}
 	defer release()
 	a, b, c := s[:n], s[n:2*n], s[2*n:]
-	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+	_ = p.ParallelFor(context.Background(), n, 0, func(_ *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 0, 1, 2
 		}
+		return nil
 	})
 	// Every later ParallelFor over n gives the same blocks to the same nodes.
-	_ = p.ParallelFor(n, 0, func(_ *pool.Worker, lo, hi int) {
+	_ = p.ParallelFor(context.Background(), n, 0, func(_ *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			a[i] = b[i] + 3*c[i]
 		}
+		return nil
 	})
 	fmt.Println(a[0], a[n-1])
 	// Output: 7 7
@@ -170,7 +172,7 @@ func Example_pipeline() {
 	chunks := []string{"1 2 3", "4 5", "6"}
 	var sum atomic.Int64
 	for _, chunk := range chunks {
-		_ = p.Submit(func(w *pool.Worker) { // stage 1: parse
+		_ = p.Submit(context.Background(), func(w *pool.Worker) { // stage 1: parse
 			fields := strings.Fields(chunk)
 			w.Spawn(func(*pool.Worker) { // stage 2: reduce, on the same node
 				for _, f := range fields {

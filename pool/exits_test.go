@@ -132,9 +132,9 @@ func closeRacingSubmits(t *testing.T, spec string, closeAt int64) (accepted, ran
 				var err error
 				switch i % 3 {
 				case 0:
-					err = p.Submit(task)
+					err = p.Submit(context.Background(), task)
 				case 1:
-					err = p.SubmitTo(nodes[i%len(nodes)], task)
+					err = p.Node(nodes[i%len(nodes)]).Submit(context.Background(), task)
 				default:
 					err = p.TrySubmit(task)
 				}
@@ -209,12 +209,12 @@ func stuckPool(t *testing.T, queued int) (p *Pool, release chan struct{}, ran *a
 	release = make(chan struct{})
 	started := make(chan struct{})
 	ran = new(atomic.Int64)
-	if err := p.Submit(func(*Worker) { close(started); <-release }); err != nil {
+	if err := p.Submit(context.Background(), func(*Worker) { close(started); <-release }); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, started, hangBound, "the long task starting")
 	for range queued {
-		if err := p.Submit(func(*Worker) { ran.Add(1) }); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,7 +392,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		release := make(chan struct{})
 		var blocked atomic.Int32
 		allBlocked := make(chan struct{})
-		body := func(w *Worker, lo, hi int) {
+		body := func(w *Worker, lo, hi int) error {
 			select {
 			case <-release:
 			default:
@@ -404,10 +404,11 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 			for i := lo; i < hi; i++ {
 				runs[i].Add(1)
 			}
+			return nil
 		}
 		var err error
 		done := make(chan struct{})
-		go func() { err = p.ParallelFor(n, 1, body); close(done) }()
+		go func() { err = p.ParallelFor(context.Background(), n, 1, body); close(done) }()
 		waitClosed(t, allBlocked, hangBound, "both workers entering the loop body")
 		shutdownIn(t, p, 20*time.Millisecond, release)
 		waitClosed(t, done, hangBound, "ParallelFor from outside when Shutdown gave up on its pieces")
@@ -479,7 +480,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 			var rb int
 			var joinErr error
 			joined := make(chan struct{})
-			if err := p.Submit(func(w *Worker) {
+			if err := p.Submit(context.Background(), func(w *Worker) {
 				rb, joinErr = c.join(w, func() { close(inA); <-release }, func() { bRan.Add(1) })
 				close(joined)
 			}); err != nil {
@@ -508,7 +509,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		nodes := p.Nodes()
 		release := make(chan struct{})
 		busy := make(chan struct{})
-		if err := p.SubmitToStrict(nodes[1], func(*Worker) { close(busy); <-release }); err != nil {
+		if err := p.Node(nodes[1]).Strict().Submit(context.Background(), func(*Worker) { close(busy); <-release }); err != nil {
 			t.Fatal(err)
 		}
 		waitClosed(t, busy, hangBound, "node 1's worker taking the long task")
@@ -517,12 +518,13 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		var loopErr error
 		looping := make(chan struct{})
 		looped := make(chan struct{})
-		if err := p.SubmitToStrict(nodes[0], func(w *Worker) {
+		if err := p.Node(nodes[0]).Strict().Submit(context.Background(), func(w *Worker) {
 			close(looping)
-			loopErr = w.ParallelFor(n, 1, func(_ *Worker, lo, hi int) {
+			loopErr = w.Pool().ParallelFor(context.Background(), n, 1, func(_ *Worker, lo, hi int) error {
 				for i := lo; i < hi; i++ {
 					runs[i].Add(1)
 				}
+				return nil
 			})
 			close(looped)
 		}); err != nil {
@@ -557,7 +559,7 @@ func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
 		}
 		var ran atomic.Int64
 		for range backlog {
-			if err := p.Submit(func(*Worker) { spinFor(task); ran.Add(1) }); err != nil {
+			if err := p.Submit(context.Background(), func(*Worker) { spinFor(task); ran.Add(1) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -635,7 +637,7 @@ func TestSetLimitWithActiveTasksPanics(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 100 {
 				wg.Add(1)
-				if err := p.Submit(func(*Worker) { wg.Done() }); err != nil {
+				if err := p.Submit(context.Background(), func(*Worker) { wg.Done() }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -649,9 +651,9 @@ func TestSetLimitWithActiveTasksPanics(t *testing.T) {
 		var r any
 		var err error
 		done := make(chan struct{})
-		if e := p.Submit(func(w *Worker) {
+		if e := p.Submit(context.Background(), func(w *Worker) {
 			defer close(done)
-			g := w.Group(context.Background())
+			g := w.Pool().Group(context.Background())
 			release := make(chan struct{})
 			g.Go(func(*Worker) error { <-release; return nil })
 			g.Go(func(*Worker) error { return nil })
@@ -682,8 +684,8 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 		{"Join", func(w *Worker) { _ = w.Join(func(*Worker) {}, func(*Worker) {}) }},
 		{"Fork", func(w *Worker) { _, _, _ = Fork(w, forkIdentity, 1, forkIdentity, 2) }},
 		{"SpawnWith", func(w *Worker) { SpawnWith(w, func(*Worker, int) {}, 1) }},
-		{"Group", func(w *Worker) { w.Group(context.Background()) }},
-		{"ParallelFor", func(w *Worker) { _ = w.ParallelFor(8, 1, func(*Worker, int, int) {}) }},
+		{"Run on the worker", func(w *Worker) { _, _ = Run(w, func(*Worker) (int, error) { return 1, nil }) }},
+		{"Async on the worker", func(w *Worker) { Async(w, func(*Worker) (int, error) { return 1, nil }) }},
 	}
 	// foreign uses w from a new goroutine and returns what it panicked with.
 	foreign := func(t *testing.T, w *Worker, use func(*Worker)) any {
@@ -713,7 +715,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 			p := newTestPool(t, WithWorkers(2))
 			leaked := make(chan *Worker, 1)
 			release := make(chan struct{})
-			if err := p.Submit(func(w *Worker) { leaked <- w; <-release }); err != nil {
+			if err := p.Submit(context.Background(), func(w *Worker) { leaked <- w; <-release }); err != nil {
 				t.Fatal(err)
 			}
 			w := <-leaked
@@ -732,7 +734,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 		t.Run(u.name+"/task-returned", func(t *testing.T) {
 			p := newTestPool(t, WithWorkers(2))
 			leaked := make(chan *Worker, 1)
-			if err := p.Submit(func(w *Worker) { leaked <- w }); err != nil {
+			if err := p.Submit(context.Background(), func(w *Worker) { leaked <- w }); err != nil {
 				t.Fatal(err)
 			}
 			w := <-leaked
@@ -740,7 +742,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 100 {
 				wg.Add(1)
-				_ = p.Submit(func(w *Worker) { defer wg.Done(); w.Spawn(func(*Worker) {}) })
+				_ = p.Submit(context.Background(), func(w *Worker) { defer wg.Done(); w.Spawn(func(*Worker) {}) })
 			}
 			check(t, u.name, foreign(t, w, u.use))
 			within(t, hangBound, "tasks after a foreign use", wg.Wait)
@@ -782,9 +784,9 @@ func TestGroupGoFromStolenChildRunsOnItsWorker(t *testing.T) {
 				var foreign atomic.Int64
 				var err error
 				done := make(chan struct{})
-				if e := p.Submit(func(w *Worker) {
+				if e := p.Submit(context.Background(), func(w *Worker) {
 					defer close(done)
-					g := w.Group(context.Background())
+					g := w.Pool().Group(context.Background())
 					var node func(d, id int) func(*Worker) error
 					node = func(d, id int) func(*Worker) error {
 						return func(tw *Worker) error {
@@ -853,7 +855,7 @@ func TestLIFOSlotUsedUnderRace(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	var ran atomic.Int32
 	done := make(chan struct{})
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		var chain func(k int) func(*Worker)
 		chain = func(k int) func(*Worker) {
 			return func(w *Worker) {
@@ -899,7 +901,7 @@ func TestLIFOSlotStolenOnLastPass(t *testing.T) {
 			runs := make([]atomic.Int32, rounds*perRound)
 			stranded := make(chan string, 1)
 			done := make(chan struct{})
-			if err := p.Submit(func(w *Worker) {
+			if err := p.Submit(context.Background(), func(w *Worker) {
 				defer close(done)
 				for r := range rounds {
 					// A burst: each spawn displaces the last into the queue;
@@ -948,7 +950,7 @@ func TestTuningCountsTasks(t *testing.T) {
 		stolen        bool
 	}
 	res := make(chan result, 1)
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		before := w.interval
 		bStarted := make(chan struct{})
 		stolen := false
@@ -993,7 +995,7 @@ func TestTuningIgnoresParkedTime(t *testing.T) {
 	var last burst
 	for b := range bursts {
 		res := make(chan burst, 1)
-		if err := p.Submit(func(w *Worker) {
+		if err := p.Submit(context.Background(), func(w *Worker) {
 			start := time.Now()
 			left, low := perBurst, w.interval // only this worker touches them
 			for range perBurst {
@@ -1046,7 +1048,7 @@ func dropPools(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
-		if err := p.Submit(func(*Worker) { close(done) }); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) { close(done) }); err != nil {
 			t.Fatal(err)
 		}
 		waitClosed(t, done, hangBound, "a task on a fresh pool")

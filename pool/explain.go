@@ -26,10 +26,10 @@ func (p *Pool) Explain() string {
 	if p.cfg.interval > 0 {
 		interval = fmt.Sprint(p.cfg.interval)
 	}
-	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s; wait policy: %s, %s\n",
-		interval, boundText(p.cfg.shardBound), p.cfg.wait, blockTimeText(p.cfg.spinFor()))
+	fmt.Fprintf(&b, "fairness interval: %s; shard bound: %s; wait policy: %s\n",
+		interval, boundText(p.cfg.shardBound), blockTimeText(p.cfg.spinFor()))
 	if strings.HasPrefix(t.Source, "synthetic:") {
-		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode takes the real memory nodes %s, and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
+		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode places a node's on the real node its CPUs are on (memory nodes %s), and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
 	}
 	for _, g := range p.groups {
 		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
@@ -100,11 +100,11 @@ func boundText(n int) string {
 func blockTimeText(d time.Duration) string {
 	switch {
 	case d < 0:
-		return "idle workers never sleep"
+		return "active, idle workers never sleep"
 	case d == 0:
-		return "idle workers sleep at once"
+		return "passive, idle workers sleep at once"
 	}
-	return fmt.Sprintf("idle workers sleep after %v", d)
+	return fmt.Sprintf("passive, idle workers sleep after %v", d)
 }
 
 // noteDegraded records what no longer holds of the plan, for Explain.

@@ -190,35 +190,3 @@ func (w *Worker) endSearch() {
 		w.pool.wakeForPending(w.group, nil)
 	}
 }
-
-// Join is Worker.Join from outside the pool: a task on some worker runs
-// a and b, possibly in parallel, and Join returns when both are done.
-func (p *Pool) Join(a, b func(*Worker)) error {
-	if a == nil || b == nil {
-		panic("pool: Join of a nil function")
-	}
-	_, err := Run(p, func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(a, b) })
-	return err
-}
-
-// Join runs a and b, possibly in parallel, and returns both values, with
-// their errors (and panics, as *PanicError) joined. On the calling task's
-// own worker it is Worker.Join; on any other target a task there does
-// the Join and Join waits for it (helping, from inside a task).
-func Join[A, B any](on Target, a func(*Worker) (A, error), b func(*Worker) (B, error)) (A, B, error) {
-	if a == nil || b == nil {
-		panic("pool: Join of a nil function")
-	}
-	type pair struct {
-		a A
-		b B
-	}
-	both := func(w *Worker) (pair, error) {
-		var r pair
-		var errA, errB error
-		err := w.Join(func(w *Worker) { r.a, errA = a(w) }, func(w *Worker) { r.b, errB = b(w) })
-		return r, errors.Join(errA, errB, err)
-	}
-	r, err := Run(on, both)
-	return r.a, r.b, err
-}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"math"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func benchFib(b *testing.B, cutoff int) {
 		b.ReportAllocs()
 		for b.Loop() {
 			ch := make(chan int, 1)
-			_ = p.Submit(func(w *Worker) { ch <- fibJoin(w, n, cutoff) })
+			_ = p.Submit(context.Background(), func(w *Worker) { ch <- fibJoin(w, n, cutoff) })
 			if got := <-ch; got != want {
 				b.Fatal(got)
 			}
@@ -55,7 +56,7 @@ func benchFib(b *testing.B, cutoff int) {
 		b.ReportAllocs()
 		for b.Loop() {
 			ch := make(chan int, 1)
-			_ = p.Submit(func(w *Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
+			_ = p.Submit(context.Background(), func(w *Worker) { ch <- fibFork(w, fibArg{n, cutoff}) })
 			if got := <-ch; got != want {
 				b.Fatal(got)
 			}
@@ -107,17 +108,19 @@ func BenchmarkTriad(b *testing.B) {
 	b.Run("pool", func(b *testing.B) {
 		p := benchPool(b)
 		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
-		_ = p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+		_ = p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				x[i], y[i], z[i] = 0, 1, 2
 			}
+			return nil
 		})
 		b.SetBytes(24 * n)
 		for b.Loop() {
-			_ = p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+			_ = p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
 				for i := lo; i < hi; i++ {
 					x[i] = y[i] + s*z[i]
 				}
+				return nil
 			})
 		}
 	})
@@ -167,8 +170,9 @@ func BenchmarkReduce(b *testing.B) {
 		partial := make([]float64, len(p.workers)*8) // one slot per worker, padded
 		for b.Loop() {
 			clear(partial)
-			_ = p.ParallelFor(n, 0, func(w *Worker, lo, hi int) {
+			_ = p.ParallelFor(context.Background(), n, 0, func(w *Worker, lo, hi int) error {
 				partial[w.ID()*8] += sumRange(lo, hi)
+				return nil
 			})
 		}
 	})

@@ -37,7 +37,7 @@ func fibJoin(w *Worker, n, cutoff int) int {
 func onWorker[T any](t *testing.T, p *Pool, fn func(w *Worker) T) T {
 	t.Helper()
 	ch := make(chan T, 1)
-	if err := p.Submit(func(w *Worker) { ch <- fn(w) }); err != nil {
+	if err := p.Submit(context.Background(), func(w *Worker) { ch <- fn(w) }); err != nil {
 		t.Fatal(err)
 	}
 	return <-ch
@@ -195,12 +195,12 @@ func TestGroupInsideHelpsAndReturnsPanics(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1)) // one worker: Wait must run the tasks itself
 	defer p.Close()
 	err := onWorker(t, p, func(w *Worker) error {
-		g := w.Group(context.Background())
+		g := w.Pool().Group(context.Background())
 		g.SetLimit(3)
 		var sum atomic.Int64
 		for i := range 50 {
 			g.Go(func(w *Worker) error {
-				inner := w.Group(context.Background())
+				inner := w.Pool().Group(context.Background())
 				inner.Go(func(*Worker) error { sum.Add(int64(i)); return nil })
 				return inner.Wait()
 			})
@@ -211,7 +211,7 @@ func TestGroupInsideHelpsAndReturnsPanics(t *testing.T) {
 		if sum.Load() != 49*50/2 {
 			return fmt.Errorf("sum %d", sum.Load())
 		}
-		g2 := w.Group(context.Background())
+		g2 := w.Pool().Group(context.Background())
 		g2.Go(func(*Worker) error { panic("inside") })
 		return g2.Wait()
 	})
@@ -231,10 +231,11 @@ func TestParallelForEveryIndexOnce(t *testing.T) {
 	for _, n := range ns {
 		for _, grain := range []int{0, 1, 3, 64, n + 1} {
 			seen := make([]atomic.Int32, n)
-			err := p.ParallelFor(n, grain, func(_ *Worker, lo, hi int) {
+			err := p.ParallelFor(context.Background(), n, grain, func(_ *Worker, lo, hi int) error {
 				for i := lo; i < hi; i++ {
 					seen[i].Add(1)
 				}
+				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -250,10 +251,11 @@ func TestParallelForEveryIndexOnce(t *testing.T) {
 	const n = 5000
 	seen := make([]atomic.Int32, n)
 	err := onWorker(t, p, func(w *Worker) error {
-		return w.ParallelFor(n, 10, func(_ *Worker, lo, hi int) {
+		return w.Pool().ParallelFor(context.Background(), n, 10, func(_ *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				seen[i].Add(1)
 			}
+			return nil
 		})
 	})
 	if err != nil {
@@ -293,13 +295,14 @@ func TestParallelForSplitIsStable(t *testing.T) {
 	runs := 0
 	var foreign atomic.Int32
 	for range 5 {
-		err := p.ParallelFor(1000, 10, func(w *Worker, lo, hi int) {
+		err := p.ParallelFor(context.Background(), 1000, 10, func(w *Worker, lo, hi int) error {
 			for _, b := range first {
 				if lo >= b.Lo && lo < b.Hi && w.Node() != b.Node {
 					foreign.Add(int32(hi - lo))
 				}
 			}
 			time.Sleep(20 * time.Microsecond)
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -316,11 +319,12 @@ func TestParallelForStops(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	var ran atomic.Int64
-	err := p.ParallelFor(100000, 1, func(_ *Worker, lo, hi int) {
+	err := p.ParallelFor(context.Background(), 100000, 1, func(_ *Worker, lo, hi int) error {
 		ran.Add(int64(hi - lo))
 		if lo == 500 {
 			panic("at 500")
 		}
+		return nil
 	})
 	var pe *PanicError
 	if !errors.As(err, &pe) || pe.Value != "at 500" {
@@ -331,7 +335,7 @@ func TestParallelForStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := p.ParallelForCtx(ctx, 1000, 1, func(*Worker, int, int) {}); !errors.Is(err, context.Canceled) {
+	if err := p.ParallelFor(ctx, 1000, 1, func(*Worker, int, int) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
 	}
 }
@@ -343,7 +347,7 @@ func TestAllocOnNode(t *testing.T) {
 		if node < 0 {
 			continue
 		}
-		s, release, err := AllocOnNode[float64](node, 1<<18)
+		s, release, err := AllocOnNode[float64](p.Node(node), 1<<18)
 		if errors.Is(err, pin.ErrUnsupported) {
 			t.Skip(err)
 		}
@@ -377,10 +381,11 @@ func TestFirstTouchPlacement(t *testing.T) {
 	}
 	const n = 1 << 22
 	data := make([]float64, n) // not yet touched: the kernel places pages at first write
-	if err := p.ParallelFor(n, 0, func(_ *Worker, lo, hi int) {
+	if err := p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			data[i] = 1
 		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -465,10 +470,11 @@ func TestAllocFirstTouch(t *testing.T) {
 	defer release()
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
-	if err := p.ParallelFor(len(s), 0, func(_ *Worker, lo, hi int) {
+	if err := p.ParallelFor(context.Background(), len(s), 0, func(_ *Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			s[i] = int32(i)
 		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -493,17 +499,18 @@ func TestParallelForDryNodeLeavesFreshWorkAlone(t *testing.T) {
 	for _, strictLoops := range []bool{false, true} {
 		opts := []Option{WithSpec("2x1")}
 		if strictLoops {
-			opts = append(opts, WithStrictLoops())
+			opts = append(opts, WithHomeLoops())
 		}
 		p := newTestPool(t, opts...)
 		split := p.Split(4000)
 		slow := split[0] // node 0's block takes about 20 ms, node 1's no time
 		start := time.Now()
-		err := p.ParallelFor(4000, 4, func(w *Worker, lo, hi int) {
+		err := p.ParallelFor(context.Background(), 4000, 4, func(w *Worker, lo, hi int) error {
 			if lo >= slow.Lo && lo < slow.Hi {
 				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*5*time.Microsecond; {
 				}
 			}
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -545,7 +552,9 @@ func TestParallelForTwoPiecesRunInParallel(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	for _, run := range []func(body func(w *Worker, lo, hi int)) error{
-		func(body func(w *Worker, lo, hi int)) error { return p.ParallelFor(2, 1, body) },
+		func(body func(w *Worker, lo, hi int)) error {
+			return p.ParallelFor(context.Background(), 2, 1, func(w *Worker, lo, hi int) error { body(w, lo, hi); return nil })
+		},
 		func(body func(w *Worker, lo, hi int)) error {
 			_, err := MapReduce(context.Background(), p, 2, 1, func(w *Worker, lo, hi int) (int, error) {
 				body(w, lo, hi)

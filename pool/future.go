@@ -5,7 +5,7 @@ import (
 	"runtime"
 )
 
-// Target is where Async, Run and Join send work: a *Pool (any node, as
+// Target is where Async and Run send work: a *Pool (any node, as
 // Submit), a Node (one node, soft or strict, as Node.Submit) or a *Worker
 // (the calling task's own worker, as Spawn; only from that task).
 type Target interface {
@@ -21,7 +21,7 @@ type Target interface {
 // node's shard as Submit, waiting for room under WithShardBound.
 func (p *Pool) queue(t *task) error {
 	if w := p.workerOf(); w != nil {
-		w.spawn(t, inLIFO)
+		w.queueFrom(nil, t)
 		return nil
 	}
 	if p.state.Load() != running {
@@ -41,7 +41,7 @@ func (n Node) queue(t *task) error {
 	}
 	t.home = n.home()
 	if w := n.p.workerOf(); w != nil {
-		w.spawnTo(n.g, t)
+		w.queueFrom(n.g, t)
 		return nil
 	}
 	if n.p.state.Load() != running {
@@ -61,10 +61,11 @@ func (w *Worker) queue(t *task) error {
 func (w *Worker) poolOf() *Pool { return w.Pool() }
 
 // Future is the result of a function run on the pool by Async: its value
-// and error, once it has run. Wait for it with Wait or WaitCtx, or select
-// on Done. Waiting from inside one of the pool's tasks runs other tasks
-// meanwhile (as Join does); from outside the pool it spins briefly before
-// it blocks, so a result that is nearly ready costs no thread wake-up.
+// and error, once it has run. Wait for it with Wait, or select on Done
+// (beside a context's Done, to stop waiting). Waiting from inside one of
+// the pool's tasks runs other tasks meanwhile (as Join does); from outside
+// the pool it spins briefly before it blocks, so a result that is nearly
+// ready costs no thread wake-up.
 //
 // The function's panic is returned as a *PanicError. If a Shutdown gives
 // up before the function started, the error wraps ErrAbandoned.
@@ -160,28 +161,6 @@ func (f *Future[T]) Wait() (T, error) {
 			w.helpUntil(f.isDone)
 		} else if !spinUntil(f.isDone) {
 			<-f.ch
-		}
-	}
-	return f.val, f.err
-}
-
-// WaitCtx is Wait that gives up when ctx is done, returning ctx.Err();
-// the function still runs (or keeps running) and the Future completes
-// later.
-func (f *Future[T]) WaitCtx(ctx context.Context) (T, error) {
-	ctx = orBackground(ctx)
-	if !f.isDone() {
-		if w := f.p.workerOf(); w != nil {
-			w.helpUntil(func() bool { return f.isDone() || ctx.Err() != nil })
-		} else {
-			select {
-			case <-f.ch:
-			case <-ctx.Done():
-			}
-		}
-		if !f.isDone() { // a result that is ready wins over a done ctx
-			var zero T
-			return zero, ctx.Err()
 		}
 	}
 	return f.val, f.err

@@ -17,9 +17,7 @@ import (
 // the caller: from one of the pool's tasks, Go pushes to the calling
 // worker's own queue (where idle workers of its node steal from) and Wait
 // runs other tasks until the group is done; from outside the pool, Go
-// submits to the pool and Wait blocks. A Group from Pool.Group and one
-// from Worker.Group differ only in that Worker.Group must be called from
-// a task on w.
+// submits to the pool and Wait blocks.
 //
 // Order and cancellation: functions that outside code starts begin in the
 // order of the calls (whichever worker runs them; those of calls that
@@ -56,13 +54,6 @@ type Group struct {
 // by the first error.
 func (p *Pool) Group(ctx context.Context) *Group {
 	return newGroup(p, ctx)
-}
-
-// Group returns a group for use inside the task running on w (and
-// anywhere else: see Group).
-func (w *Worker) Group(ctx context.Context) *Group {
-	w.owner.check("Group")
-	return newGroup(w.Pool(), ctx)
 }
 
 func newGroup(p *Pool, ctx context.Context) *Group {

@@ -83,9 +83,9 @@ func TestHardShutdownRacesDrainAccounting(t *testing.T) {
 					fn := leaf(i % 6)
 					switch (c + i) % 4 {
 					case 0:
-						err = p.Submit(fn)
+						err = p.Submit(context.Background(), fn)
 					case 1:
-						err = p.SubmitToStrict(nodes[i%len(nodes)], fn)
+						err = p.Node(nodes[i%len(nodes)]).Strict().Submit(context.Background(), fn)
 					case 2:
 						err = p.TrySubmit(fn)
 						if errors.Is(err, ErrFull) {
@@ -186,7 +186,7 @@ func TestHardLoopsFailingDuringAbort(t *testing.T) {
 		spec := specs[iter%len(specs)]
 		opts := specOpts(spec)
 		if iter%2 == 0 {
-			opts = append(opts, WithStrictLoops())
+			opts = append(opts, WithHomeLoops())
 		}
 		p := newTestPool(t, opts...)
 		var wg sync.WaitGroup
@@ -208,18 +208,18 @@ func TestHardLoopsFailingDuringAbort(t *testing.T) {
 					var err error
 					switch (c + i) % 4 {
 					case 0:
-						err = p.ParallelForErr(context.Background(), 2000, 7, body)
+						err = p.ParallelFor(context.Background(), 2000, 7, body)
 					case 1:
 						_, err = MapReduce(context.Background(), p, 2000, 7, func(w *Worker, lo, hi int) (int, error) {
 							return hi - lo, body(w, lo, hi)
 						}, func(a, b int) int { return a + b })
 					case 2:
 						_, err = Run(p, func(w *Worker) (int, error) {
-							return 0, w.ParallelForErr(context.Background(), 2000, 7, body)
+							return 0, w.Pool().ParallelFor(context.Background(), 2000, 7, body)
 						})
 					case 3:
 						_, err = Run(p, func(w *Worker) (int, error) {
-							g := w.Group(context.Background())
+							g := w.Pool().Group(context.Background())
 							g.SetLimit(2)
 							for k := range 20 {
 								g.Go(func(w *Worker) error { return body(w, k*100, k*100+100) })

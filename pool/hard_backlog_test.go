@@ -107,17 +107,17 @@ var backlogSpecs = []string{"", "2x2", "4x1", "2x1"}
 func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
 	switch kind {
 	case 0:
-		return p.Submit(fn)
+		return p.Submit(context.Background(), fn)
 	case 1:
-		return p.SubmitTo(node, fn)
+		return p.Node(node).Submit(context.Background(), fn)
 	case 2:
-		return p.SubmitToStrict(node, fn)
+		return p.Node(node).Strict().Submit(context.Background(), fn)
 	case 3:
 		return p.TrySubmit(fn)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
 	defer cancel()
-	return p.Node(node).Strict().SubmitCtx(ctx, fn)
+	return p.Node(node).Strict().Submit(ctx, fn)
 }
 
 // backlog is a long backlog in a node's shard: many times what a
@@ -311,9 +311,9 @@ func TestHardBacklogItemsSpawnFromInside(t *testing.T) {
 					case 0:
 						w.Spawn(fn)
 					case 1:
-						err = w.Pool().SubmitTo(nodes[(id+k)%len(nodes)], fn)
+						err = w.Pool().Node(nodes[(id+k)%len(nodes)]).Submit(context.Background(), fn)
 					case 2:
-						err = w.Pool().SubmitToStrict(nodes[(id+k)%len(nodes)], fn)
+						err = w.Pool().Node(nodes[(id+k)%len(nodes)]).Strict().Submit(context.Background(), fn)
 					}
 					if err == nil {
 						l.accepted[c].Store(true)
@@ -324,7 +324,7 @@ func TestHardBacklogItemsSpawnFromInside(t *testing.T) {
 		var maxShard atomic.Int64
 		root := l.id()
 		l.accepted[root].Store(true)
-		err := p.Submit(func(w *Worker) {
+		err := p.Submit(context.Background(), func(w *Worker) {
 			l.ran(root)
 			// Build a backlog of function items, each of which spawns.
 			for range 3*backlog + 100 {

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"testing"
@@ -40,16 +41,17 @@ func TestHardCleanupFiresDuringParallelFor(t *testing.T) {
 	for range 20 {
 		func() {
 			p := newTestPool(t, WithWorkers(2))
-			_ = p.ParallelFor(4, 1, func(w *Worker, lo, hi int) {
+			_ = p.ParallelFor(context.Background(), 4, 1, func(w *Worker, lo, hi int) error {
 				if lo == 0 {
 					for range 3 {
 						runtime.GC()
 						time.Sleep(time.Millisecond)
 					}
 				}
-				if err := w.Pool().Submit(func(*Worker) {}); errors.Is(err, ErrClosed) {
+				if err := w.Pool().Submit(context.Background(), func(*Worker) {}); errors.Is(err, ErrClosed) {
 					refused++ // racy counter, only for the report
 				}
+				return nil
 			})
 		}()
 	}
@@ -69,7 +71,7 @@ func TestHardNodeKeepsPoolOpen(t *testing.T) {
 		runtime.GC()
 	}
 	done := make(chan struct{})
-	if err := n.Submit(func(*Worker) { close(done) }); err != nil {
+	if err := n.Submit(context.Background(), func(*Worker) { close(done) }); err != nil {
 		t.Fatalf("Node.Submit after a GC: %v (the pool was closed as dropped while its Node is kept)", err)
 	}
 	within(t, hangBound, "the task", func() { <-done })

@@ -161,7 +161,7 @@ func (tr *reuseTree) children(w *Worker, i int) {
 		if tr.exact {
 			break
 		}
-		g := w.Group(context.Background())
+		g := w.Pool().Group(context.Background())
 		for range 3 {
 			if fn, ok := child(); ok {
 				g.Go(func(w *Worker) error { fn(w); return nil })
@@ -196,9 +196,9 @@ func (tr *reuseTree) children(w *Worker, i int) {
 			if fn, ok := child(); ok {
 				var err error
 				if k == 0 {
-					err = p.SubmitToStrict(node, fn)
+					err = p.Node(node).Strict().Submit(context.Background(), fn)
 				} else {
-					err = p.SubmitTo(node, fn)
+					err = p.Node(node).Submit(context.Background(), fn)
 				}
 				if err != nil {
 					tr.forget()
@@ -227,16 +227,17 @@ func (tr *reuseTree) children(w *Worker, i int) {
 				fns = append(fns, fn)
 			}
 		}
-		if err := w.ParallelFor(len(fns), 1, func(w *Worker, lo, hi int) {
+		if err := w.Pool().ParallelFor(context.Background(), len(fns), 1, func(w *Worker, lo, hi int) error {
 			for j := lo; j < hi; j++ {
 				fns[j](w)
 			}
+			return nil
 		}); err != nil {
 			tr.pr.add("ParallelFor: %v", err)
 		}
 	case 8: // Pool.Submit from a task: a plain record in some node's shard
 		if fn, ok := child(); ok {
-			if err := p.Submit(fn); err != nil {
+			if err := p.Submit(context.Background(), fn); err != nil {
 				tr.forget()
 			}
 		}
@@ -300,7 +301,7 @@ func TestHardReuseSpawnPathsExactlyOnce(t *testing.T) {
 			tr := newReuseTree(n, &pr)
 			for range 4 {
 				if i, ok := tr.issue(); ok {
-					if err := p.Submit(tr.task(i)); err != nil {
+					if err := p.Submit(context.Background(), tr.task(i)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -349,7 +350,7 @@ func TestHardReuseStashConcurrentProducers(t *testing.T) {
 				wg.Add(producers * fan)
 				for pi := range producers {
 					node := p.Nodes()[pi%len(p.Nodes())]
-					err := p.SubmitToStrict(node, func(w *Worker) {
+					err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
 						for i := range fan {
 							k := pi*fan + i
 							fn := func(*Worker) { counts[k].Add(1); wg.Done() }
@@ -417,7 +418,7 @@ func TestHardReuseAbortAccounting(t *testing.T) {
 					if !ok {
 						return
 					}
-					if err := p.Submit(tr.task(i)); err != nil {
+					if err := p.Submit(context.Background(), tr.task(i)); err != nil {
 						tr.forget()
 						return
 					}
@@ -516,7 +517,7 @@ func TestHardReuseJoinNestedPanics(t *testing.T) {
 						case 0:
 							join(w, depth-1)
 						case 1: // wait inside a: the worker helps with other Joins
-							g := w.Group(context.Background())
+							g := w.Pool().Group(context.Background())
 							for range 2 {
 								g.Go(func(w *Worker) error { join(w, depth-1); return nil })
 							}
@@ -524,7 +525,7 @@ func TestHardReuseJoinNestedPanics(t *testing.T) {
 								pr.add("group: %v", err)
 							}
 						case 2:
-							if err := w.ParallelFor(2, 1, func(w *Worker, _, _ int) { join(w, depth-1) }); err != nil {
+							if err := w.Pool().ParallelFor(context.Background(), 2, 1, func(w *Worker, _, _ int) error { join(w, depth-1); return nil }); err != nil {
 								pr.add("loop: %v", err)
 							}
 						}
@@ -560,7 +561,7 @@ func TestHardReuseJoinNestedPanics(t *testing.T) {
 			bounded(t, "Joins", func() {
 				for next.Load() < n-64 {
 					rounds++
-					if err := p.ParallelFor(4, 1, func(w *Worker, _, _ int) { join(w, 5) }); err != nil {
+					if err := p.ParallelFor(context.Background(), 4, 1, func(w *Worker, _, _ int) error { join(w, 5); return nil }); err != nil {
 						pr.add("outer loop: %v", err)
 					}
 				}
@@ -665,7 +666,7 @@ func (c *chunkCheck) check(res []int, err error, how string) {
 
 // Every index is mapped exactly once and the chunks combine in order,
 // for tiny and large grains, n not a multiple of grain, on one worker and
-// on several nodes, with and without WithStrictLoops, from outside the
+// on several nodes, with and without WithHomeLoops, from outside the
 // pool and from inside a task (which helps), and with several calls at
 // once.
 func TestHardReuseMapReduceChunksOnce(t *testing.T) {
@@ -719,7 +720,7 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 }
 
 // A node whose chunks are slow is helped by the other node's helpers once
-// its block has waited crossNodeAfter, never under WithStrictLoops; each
+// its block has waited crossNodeAfter, never under WithHomeLoops; each
 // chunk is still mapped once. Node 0's 200 chunks take at least 4 ms
 // even on two workers (twice crossNodeAfter: a node that finishes sooner
 // has no reason to cross), node 1's at least 20 ms, so node 0's helpers
@@ -756,7 +757,7 @@ func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 			t.Logf("run %d: %d of node 1's %d chunks mapped by node 0", run, crossed, blocks[1].Hi-blocks[1].Lo)
 			switch {
 			case strict && crossed != 0:
-				t.Fatalf("WithStrictLoops: %d of node 1's chunks mapped by node 0", crossed)
+				t.Fatalf("WithHomeLoops: %d of node 1's chunks mapped by node 0", crossed)
 			case strict && run < 3:
 				continue // strict: every run must stay put
 			case !strict && crossed == 0 && run < 3:
@@ -947,7 +948,7 @@ func TestHardReuseMapReduceShutdown(t *testing.T) {
 		spec := specs[iter%len(specs)]
 		var opts []Option
 		if iter%3 == 1 {
-			opts = append(opts, WithStrictLoops())
+			opts = append(opts, WithHomeLoops())
 		}
 		p := newTestPool(t, reuseOpts(spec, opts...)...)
 		var pr problems
@@ -1008,7 +1009,7 @@ func TestHardReuseMapReduceShutdown(t *testing.T) {
 						continue
 					}
 					fin := make(chan struct{})
-					err := p.Submit(func(w *Worker) {
+					err := p.Submit(context.Background(), func(w *Worker) {
 						defer close(fin)
 						res, err := MapReduce(context.Background(), w.Pool(), n, grain, c.mapper(each), combineLists)
 						verify(c, res, err, "inside")
@@ -1150,7 +1151,7 @@ func nestedPlainPanicChild() {
 		}
 	}
 	finished := make(chan struct{})
-	err = p.Submit(func(w *Worker) {
+	err = p.Submit(context.Background(), func(w *Worker) {
 		defer close(finished)
 		// Join 1, on W1: W2 steals b and blocks in it; a spawns the
 		// panicking plain task into W1's LIFO slot, which W1 runs while
@@ -1193,7 +1194,7 @@ func nestedPlainPanicChild() {
 }
 
 // onEachLayout runs body on a pool of each layout in specs (see
-// reuseSpecs), with and without WithStrictLoops, each as a subtest.
+// reuseSpecs), with and without WithHomeLoops, each as a subtest.
 func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool, strict bool)) {
 	for _, spec := range specs {
 		for _, strict := range []bool{false, true} {
@@ -1201,7 +1202,7 @@ func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool,
 			var opts []Option
 			if strict {
 				name += "/strict"
-				opts = append(opts, WithStrictLoops())
+				opts = append(opts, WithHomeLoops())
 			}
 			t.Run(name, func(t *testing.T) {
 				p := newTestPool(t, reuseOpts(spec, opts...)...)

@@ -31,7 +31,7 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 			var t2err error
 			var t1TimedOut atomic.Bool
 			// T2 occupies one worker until told to wait for F.
-			if err := p.Submit(func(w *Worker) {
+			if err := p.Submit(context.Background(), func(w *Worker) {
 				close(t2entered)
 				<-startWait
 				_, t2err = fut.Load().Wait()
@@ -41,7 +41,7 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 			}
 			<-t2entered
 			t1started := make(chan struct{})
-			if err := p.Submit(func(w *Worker) {
+			if err := p.Submit(context.Background(), func(w *Worker) {
 				// F goes to this worker's LIFO slot.
 				fut.Store(Async(w, func(*Worker) (int, error) { return 1, nil }))
 				close(t1started)
@@ -91,7 +91,7 @@ func TestHardAbortWaiterTakesFromBusyWorkers(t *testing.T) {
 // not wait for room (only the workers make it): a tree of tasks that each
 // submit children completes instead of deadlocking the pool.
 func TestHardBoundedSubmitFromInside(t *testing.T) {
-	for _, how := range []string{"Submit", "PoolJoin", "AsyncWait"} {
+	for _, how := range []string{"Submit", "RunJoin", "AsyncWait"} {
 		t.Run(how, func(t *testing.T) {
 			p := newTestPool(t, WithWorkers(2), WithShardBound(1))
 			var ran atomic.Int64
@@ -108,13 +108,13 @@ func TestHardBoundedSubmitFromInside(t *testing.T) {
 					case "Submit":
 						for range 2 {
 							wg.Add(1)
-							if err := w.Pool().Submit(rec(depth - 1)); err != nil {
+							if err := w.Pool().Submit(context.Background(), rec(depth-1)); err != nil {
 								wg.Done()
 							}
 						}
-					case "PoolJoin":
+					case "RunJoin":
 						wg.Add(2)
-						_ = w.Pool().Join(rec(depth-1), rec(depth-1))
+						_, _ = Run(w.Pool(), func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(rec(depth-1), rec(depth-1)) })
 					case "AsyncWait":
 						wg.Add(2)
 						f1 := Async(w.Pool(), func(w *Worker) (int, error) { rec(depth - 1)(w); return 0, nil })
@@ -125,7 +125,7 @@ func TestHardBoundedSubmitFromInside(t *testing.T) {
 				}
 			}
 			wg.Add(1)
-			if err := p.Submit(rec(8)); err != nil {
+			if err := p.Submit(context.Background(), rec(8)); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan struct{})
@@ -147,8 +147,8 @@ func TestHardStatsSubmittedInnerLoop(t *testing.T) {
 		t.Run(specName(spec), func(t *testing.T) {
 			p := newTestPool(t, specOpts(spec)...)
 			for range 20 {
-				_ = p.Submit(func(w *Worker) {
-					_ = w.ParallelFor(10000, 10, func(w *Worker, lo, hi int) { spinFor(time.Microsecond) })
+				_ = p.Submit(context.Background(), func(w *Worker) {
+					_ = w.Pool().ParallelFor(context.Background(), 10000, 10, func(w *Worker, lo, hi int) error { spinFor(time.Microsecond); return nil })
 				})
 			}
 			p.Close()
@@ -172,7 +172,7 @@ func TestHardGReuseAfterEnd(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Add(1)
-			p.Submit(func(w *Worker) { mu.Lock(); ws[w.id] = w; mu.Unlock(); wg.Done() })
+			p.Submit(context.Background(), func(w *Worker) { mu.Lock(); ws[w.id] = w; mu.Unlock(); wg.Done() })
 		}
 		wg.Wait()
 		g := p.Group(context.Background())
@@ -228,7 +228,7 @@ func TestHardCrossPoolWaitersDuringExit(t *testing.T) {
 					default:
 					}
 					fin := make(chan struct{})
-					err := b.Submit(func(w *Worker) {
+					err := b.Submit(context.Background(), func(w *Worker) {
 						defer close(fin)
 						switch (c + i) % 4 {
 						case 0:
@@ -244,7 +244,7 @@ func TestHardCrossPoolWaitersDuringExit(t *testing.T) {
 							f := Async(a, func(w *Worker) (int, error) { spinFor(10 * time.Microsecond); return 1, nil })
 							_, _ = f.Wait()
 						case 2:
-							_ = a.ParallelFor(1000, 10, func(*Worker, int, int) {})
+							_ = a.ParallelFor(context.Background(), 1000, 10, func(*Worker, int, int) error { return nil })
 						case 3:
 							_, _ = MapReduce(context.Background(), a, 1000, 10, func(w *Worker, lo, hi int) (int, error) { return hi - lo, nil }, func(x, y int) int { return x + y })
 						}
@@ -286,7 +286,7 @@ func TestHardBoundedCloseFromInside(t *testing.T) {
 		// occupy both workers
 		for range 2 {
 			accepted.Add(1)
-			p.Submit(func(*Worker) { ran.Add(1); <-release })
+			p.Submit(context.Background(), func(*Worker) { ran.Add(1); <-release })
 		}
 		var wg sync.WaitGroup
 		for c := range 6 {
@@ -298,7 +298,7 @@ func TestHardBoundedCloseFromInside(t *testing.T) {
 					fn := func(*Worker) { ran.Add(1) }
 					switch c % 3 {
 					case 0:
-						err = p.Submit(fn)
+						err = p.Submit(context.Background(), fn)
 					case 1:
 						err = p.TrySubmit(fn)
 						if errors.Is(err, ErrFull) {
@@ -307,7 +307,7 @@ func TestHardBoundedCloseFromInside(t *testing.T) {
 						}
 					case 2:
 						ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
-						err = p.SubmitCtx(ctx, fn)
+						err = p.Submit(ctx, fn)
 						cancel()
 						if errors.Is(err, context.DeadlineExceeded) {
 							continue
@@ -325,7 +325,7 @@ func TestHardBoundedCloseFromInside(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 		close(release)
-		if err := p.Node(p.Nodes()[iter%2]).Strict().Submit(func(w *Worker) { ran.Add(1); _ = w.Pool().Close() }); err == nil {
+		if err := p.Node(p.Nodes()[iter%2]).Strict().Submit(context.Background(), func(w *Worker) { ran.Add(1); _ = w.Pool().Close() }); err == nil {
 			accepted.Add(1)
 		}
 		within(t, 5*time.Second, "outside Close", func() { p.Close() })

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -43,7 +44,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	// The searcher found a task and runs it; another is stored meanwhile:
 	// notify sees both workers awake.
 	ran := make(chan struct{})
-	if err := p.Submit(func(*Worker) { close(ran) }); err != nil {
+	if err := p.Submit(context.Background(), func(*Worker) { close(ran) }); err != nil {
 		t.Fatal(err)
 	}
 	// The refused worker parks as park does.

@@ -365,7 +365,7 @@ func (p *sched) aborted() bool {
 	return false
 }
 
-// stop ends the workers at once (New failing under WithStrict).
+// stop ends the workers at once (New failing under WithRequiredPlacement).
 func (p *sched) stop() {
 	p.beginClose()
 	p.abort(fmt.Errorf("%w: %w", ErrAbandoned, ErrClosed))

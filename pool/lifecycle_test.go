@@ -148,7 +148,7 @@ func (r *lcRound) task(id int, plan taskPlan) func(*Worker) {
 			r.joins = append(r.joins, lcJoin{bid, err})
 			r.mu.Unlock()
 		case x < 55: // a group inside the task
-			g := w.Group(context.Background())
+			g := w.Pool().Group(context.Background())
 			var ids []int
 			for range 1 + rng.IntN(4) {
 				gid := r.unit(plain)
@@ -162,7 +162,7 @@ func (r *lcRound) task(id int, plan taskPlan) func(*Worker) {
 			r.mu.Unlock()
 		case x < 62 && plan.depth == 0: // a loop inside the task
 			l := &lcLoop{what: "w.ParallelFor", runs: make([]atomic.Int32, 1+rng.IntN(200))}
-			l.err = w.ParallelFor(len(l.runs), rng.IntN(9), l.body)
+			l.err = w.Pool().ParallelFor(context.Background(), len(l.runs), rng.IntN(9), l.noError)
 			r.mu.Lock()
 			r.loops = append(r.loops, l)
 			r.mu.Unlock()
@@ -183,10 +183,11 @@ func (r *lcRound) task(id int, plan taskPlan) func(*Worker) {
 	}
 }
 
-func (l *lcLoop) body(_ *Worker, lo, hi int) {
+func (l *lcLoop) noError(_ *Worker, lo, hi int) error {
 	for i := lo; i < hi; i++ {
 		l.runs[i].Add(1)
 	}
+	return nil
 }
 
 // client runs one client's script; op names the call in progress, for
@@ -230,7 +231,7 @@ func (r *lcRound) client(c int, op *atomic.Pointer[string]) {
 			l := &lcLoop{what: "ParallelFor", runs: make([]atomic.Int32, 1+rng.IntN(500))}
 			grain := rng.IntN(17)
 			set("ParallelFor(%d, %d)", len(l.runs), grain)
-			l.err = r.p.ParallelFor(len(l.runs), grain, l.body)
+			l.err = r.p.ParallelFor(context.Background(), len(l.runs), grain, l.noError)
 			r.mu.Lock()
 			r.loops = append(r.loops, l)
 			r.mu.Unlock()
@@ -255,15 +256,15 @@ func (r *lcRound) submit(rng *rand.Rand, set func(string, ...any)) {
 	case 0:
 		how = "Submit"
 		set(how)
-		err = r.p.Submit(fn)
+		err = r.p.Submit(context.Background(), fn)
 	case 1:
 		how = fmt.Sprintf("SubmitTo(%d)", node)
 		set(how)
-		err = r.p.SubmitTo(node, fn)
+		err = r.p.Node(node).Submit(context.Background(), fn)
 	case 2:
 		how = fmt.Sprintf("SubmitToStrict(%d)", node)
 		set(how)
-		err = r.p.SubmitToStrict(node, fn)
+		err = r.p.Node(node).Strict().Submit(context.Background(), fn)
 	case 3:
 		how = "TrySubmit"
 		set(how)
@@ -273,7 +274,7 @@ func (r *lcRound) submit(rng *rand.Rand, set func(string, ...any)) {
 		how = fmt.Sprintf("SubmitCtx(%v)", d)
 		set(how)
 		ctx, cancel := context.WithTimeout(context.Background(), d)
-		err = r.p.SubmitCtx(ctx, fn)
+		err = r.p.Submit(ctx, fn)
 		cancel()
 	}
 	if err != nil {
@@ -669,7 +670,7 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 		childRan  *atomic.Int32 // a child it spawned
 	}
 	after := make(chan afterwards, 1)
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		close(started)
 		<-release
 		var a afterwards
@@ -677,7 +678,7 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 		w.Spawn(func(*Worker) { a.childRan.Add(1) })
 		a.outer = Async(p.Node(node), func(*Worker) (int, error) { return 1, nil })
 		_, a.innerErr = Async(w, func(*Worker) (int, error) { return 2, nil }).Wait()
-		a.submitErr = p.Submit(func(*Worker) { a.childRan.Add(1) })
+		a.submitErr = p.Submit(context.Background(), func(*Worker) { a.childRan.Add(1) })
 		after <- a
 	}); err != nil {
 		t.Fatal(err)
@@ -694,7 +695,7 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 	groupRan := new(atomic.Int32)
 	if workers == 1 {
 		for range 3 {
-			if err := p.Submit(func(*Worker) { plainRan.Add(1) }); err != nil {
+			if err := p.Submit(context.Background(), func(*Worker) { plainRan.Add(1) }); err != nil {
 				t.Fatal(err)
 			}
 		}

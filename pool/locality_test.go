@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -44,7 +45,7 @@ func TestLocalityHierarchicalVersusFlat(t *testing.T) {
 						w.Spawn(leaf)
 					}
 				}
-				if err := p.SubmitTo(node, root); err != nil {
+				if err := p.Node(node).Submit(context.Background(), root); err != nil {
 					t.Fatal(err)
 				}
 			}

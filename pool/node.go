@@ -3,8 +3,8 @@ package pool
 import "context"
 
 // Node is one NUMA node of a pool as a place to send work: p.Node(id).
-// It has the pool's submission methods, and is a Target for Async, Run
-// and Join.
+// It has the pool's submission methods, and is a Target for Async and
+// Run.
 //
 // The preference is soft by default: the task is queued in the node's
 // shard and runs on the node's workers; another node's idle workers take
@@ -14,7 +14,8 @@ import "context"
 // which other nodes' workers do not read.
 //
 // A Node for an ID the pool has no worker group for returns an error
-// wrapping ErrUnknownNode from every method (Err says so at once).
+// wrapping ErrUnknownNode, which names the pool's nodes, from every
+// method that sends work.
 // A Node is a small value; make one per call or keep it.
 type Node struct {
 	p      *Pool  // held, so that a kept Node keeps its pool open
@@ -34,7 +35,7 @@ func (p *Pool) Node(id int) Node {
 // Strict returns the node with the preference made hard: work sent to it
 // runs only on its workers. It holds for the task sent, not for what that
 // task starts: a Spawn, Group.Go or loop piece it makes may be stolen by
-// another node's idle workers like any other (use WithStrictLoops to keep
+// another node's idle workers like any other (use WithHomeLoops to keep
 // ParallelFor's pieces on their nodes).
 func (n Node) Strict() Node {
 	n.strict = true
@@ -49,23 +50,17 @@ func (n Node) ID() int {
 	return n.g.node.ID
 }
 
-// Err returns the error every method of an unknown node returns, or nil.
-func (n Node) Err() error { return n.err }
-
-// Submit queues fn on the node; with WithShardBound it waits while the
-// node's queue is full. It returns ErrClosed once intake has closed.
-func (n Node) Submit(fn func(*Worker)) error {
-	return n.submit(context.Background(), fn, true)
+// Submit queues fn on the node, as Pool.Submit does on the pool: with
+// WithShardBound it waits while the node's queue is full, until ctx is
+// done, and it returns ErrClosed once intake has closed. From one of the
+// pool's tasks fn goes to the node's shard past the bound.
+func (n Node) Submit(ctx context.Context, fn func(*Worker)) error {
+	return n.submit(ctx, fn, true)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (n Node) TrySubmit(fn func(*Worker)) error {
 	return n.submit(context.Background(), fn, false)
-}
-
-// SubmitCtx is Submit that gives up waiting for room when ctx is done.
-func (n Node) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
-	return n.submit(ctx, fn, true)
 }
 
 func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {

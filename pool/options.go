@@ -34,64 +34,40 @@ type config struct {
 	topo         *topology.Topology
 	nodes        []int // restrict to these OS node IDs; nil: all
 	nodesSet     bool
-	strict       bool
+	required     bool // WithRequiredPlacement
 	panicHandler func(value any, stack []byte)
 	shardBound   int
-	interval     int // fairness interval; 0: self-tuned
-	strictLoops  bool
+	interval     int  // fairness interval; 0: self-tuned
+	homeLoops    bool // WithHomeLoops
 	noEnv        bool
-	specEnv      bool   // spec came from NUMAPOOL_TOPOLOGY
-	nodesEnv     string // NUMAPOOL_NODES, when nodes came from it
-	workersEnv   string // NUMAPOOL_NUM_WORKERS, when workers came from it
-	wait         WaitPolicy
-	waitSet      bool
+	specEnv      bool          // spec came from NUMAPOOL_TOPOLOGY
+	nodesEnv     string        // NUMAPOOL_NODES, when nodes came from it
+	workersEnv   string        // NUMAPOOL_NUM_WORKERS, when workers came from it
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
 	blockTimeSet bool
 }
 
-// WaitPolicy is what idle workers do, in OpenMP's words (OMP_WAIT_POLICY).
-type WaitPolicy int
-
-const (
-	// Passive workers look for work for the block time, then sleep until
-	// work arrives: an idle pool costs no CPU, and a hand-off to a
-	// sleeping pool costs a thread wake-up (tens of microseconds).
-	Passive WaitPolicy = iota
-	// Active workers keep looking while the pool runs: a hand-off is
-	// picked up within a microsecond or so, and an idle pool keeps up to
-	// half its workers' CPUs busy. A spinning worker still yields its
-	// processor to goroutines that wait for one. WithBlockTime or
-	// NUMAPOOL_BLOCKTIME bounds the spinning, as in OpenMP.
-	Active
-)
-
-// DefaultBlockTime is how long an idle passive worker keeps looking for
-// work before it sleeps (OpenMP's KMP_BLOCKTIME defaults to 200 ms: a
-// pool serves shorter bursts between other work, so it spins less).
+// DefaultBlockTime is how long an idle worker keeps looking for work
+// before it sleeps (OpenMP's KMP_BLOCKTIME defaults to 200 ms: a pool
+// serves shorter bursts between other work, so it spins less).
 const DefaultBlockTime = 50 * time.Microsecond
 
-func (w WaitPolicy) String() string {
-	if w == Active {
-		return "active"
-	}
-	return "passive"
-}
-
-// ParseWaitPolicy parses "passive" or "active" (case-insensitive).
-func ParseWaitPolicy(s string) (WaitPolicy, error) {
+// parseWaitPolicy parses NUMAPOOL_WAIT_POLICY, "passive" or "active"
+// (case-insensitive), and reports whether it is active.
+func parseWaitPolicy(s string) (active bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "passive":
-		return Passive, nil
+		return false, nil
 	case "active":
-		return Active, nil
+		return true, nil
 	}
-	return Passive, fmt.Errorf("unknown wait policy %q (want passive or active)", s)
+	return false, fmt.Errorf("unknown wait policy %q (want passive or active)", s)
 }
 
-// ParseBlockTime parses a block time as NUMAPOOL_BLOCKTIME gives it: a
+// parseBlockTime parses a block time as NUMAPOOL_BLOCKTIME gives it: a
 // duration with its unit (200us, 1ms), a plain number of milliseconds
 // (as KMP_BLOCKTIME), or "infinite" (never sleep), returned as -1.
-func ParseBlockTime(s string) (time.Duration, error) {
+func parseBlockTime(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if strings.EqualFold(s, "infinite") {
 		return -1, nil
@@ -106,20 +82,15 @@ func ParseBlockTime(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// WithWaitPolicy sets what idle workers do (default Passive).
-func WithWaitPolicy(w WaitPolicy) Option {
-	return optionFunc(func(c *config) error {
-		if w != Passive && w != Active {
-			return fmt.Errorf("pool: WithWaitPolicy(%d): want Passive or Active", int(w))
-		}
-		c.wait, c.waitSet = w, true
-		return nil
-	})
-}
-
-// WithBlockTime sets how long an idle worker keeps looking for work
-// before it sleeps (default DefaultBlockTime for Passive, no limit for
-// Active); 0 sleeps at once, and a negative d never sleeps.
+// WithBlockTime sets the wait policy: how long an idle worker keeps
+// looking for work before it sleeps (default DefaultBlockTime). 0 sleeps
+// at once. A negative d never sleeps, OpenMP's active policy: a hand-off
+// is picked up within a microsecond or so, and an idle pool keeps up to
+// half its workers' CPUs busy (a spinning worker still yields its
+// processor to goroutines that wait for one). A sleeping worker costs no
+// CPU, and waking it costs a thread wake-up (tens of microseconds).
+// NUMAPOOL_WAIT_POLICY and NUMAPOOL_BLOCKTIME set it from the
+// environment.
 func WithBlockTime(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		c.blockTime, c.blockTimeSet = max(d, -1), true
@@ -130,11 +101,8 @@ func WithBlockTime(d time.Duration) Option {
 // spinFor is how long an idle searcher looks before it sleeps; < 0: it
 // never sleeps while the pool runs.
 func (c *config) spinFor() time.Duration {
-	switch {
-	case c.blockTimeSet:
+	if c.blockTimeSet {
 		return c.blockTime
-	case c.wait == Active:
-		return -1
 	}
 	return DefaultBlockTime
 }
@@ -213,15 +181,15 @@ func WithNodes(ids ...int) Option {
 	})
 }
 
-// WithStrict makes New fail when placement cannot be honoured (pinning
-// refused, fewer nodes than asked for) instead of degrading and
+// WithRequiredPlacement makes New fail when placement cannot be honoured
+// (pinning refused, fewer nodes than asked for) instead of degrading and
 // recording why in Explain.
-func WithStrict() Option {
-	return optionFunc(func(c *config) error { c.strict = true; return nil })
+func WithRequiredPlacement() Option {
+	return optionFunc(func(c *config) error { c.required = true; return nil })
 }
 
-// WithPanicHandler receives the panics of tasks given to Submit,
-// SubmitTo and Spawn, with the stack of the panicking task. Without a
+// WithPanicHandler receives the panics of tasks given to Submit and
+// Spawn (on the pool or a Node), with the stack of the panicking task. Without a
 // handler such a panic crashes the process, as an unrecovered panic in a
 // goroutine does.
 func WithPanicHandler(h func(value any, stack []byte)) Option {
@@ -256,13 +224,14 @@ func WithFairnessInterval(n int) Option {
 	})
 }
 
-// WithStrictLoops keeps every piece of a ParallelFor on the node whose
-// block it belongs to, as OpenMP's static schedule with proc_bind does:
-// data first touched by a loop is always processed on its node, at the
-// price of no help across nodes when one lags. By default a node that has
-// run dry may take small bites of a lagging node's pieces.
-func WithStrictLoops() Option {
-	return optionFunc(func(c *config) error { c.strictLoops = true; return nil })
+// WithHomeLoops keeps every piece of a ParallelFor or MapReduce on the
+// node whose block it belongs to, its home, as OpenMP's static schedule
+// with proc_bind does: data first touched by a loop is always processed
+// on its node, at the price of no help across nodes when one lags. By
+// default a node that has run dry may take small bites of a lagging
+// node's pieces.
+func WithHomeLoops() Option {
+	return optionFunc(func(c *config) error { c.homeLoops = true; return nil })
 }
 
 // WithoutEnv ignores the NUMAPOOL_* environment variables.
@@ -270,21 +239,21 @@ func WithoutEnv() Option {
 	return optionFunc(func(c *config) error { c.noEnv = true; return nil })
 }
 
-// Environment variables, in OpenMP's vocabulary, give defaults that
-// explicit options override.
+// The environment variables, in OpenMP's vocabulary, give defaults that
+// explicit options override (the package doc lists them).
 const (
-	EnvNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
-	EnvPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none (envPlaces)
-	EnvSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
-	EnvTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
-	EnvNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
-	EnvWaitPolicy = "NUMAPOOL_WAIT_POLICY" // passive or active
-	EnvBlockTime  = "NUMAPOOL_BLOCKTIME"   // 200us, 1ms, a number of ms, or infinite
+	envNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
+	envPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none (placesWanted)
+	envSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
+	envTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
+	envNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
+	envWaitPolicy = "NUMAPOOL_WAIT_POLICY" // passive or active
+	envBlockTime  = "NUMAPOOL_BLOCKTIME"   // 200us, 1ms, a number of ms, or infinite
 )
 
-// envPlaces lists the bindings NUMAPOOL_PLACES takes: all but
+// placesWanted lists the bindings NUMAPOOL_PLACES takes: all but
 // pin.Goroutines, which only the program may choose.
-const envPlaces = "threads, cores, ll_caches, numa_domains or none"
+const placesWanted = "threads, cores, ll_caches, numa_domains or none"
 
 // applyEnv fills what no option set from the environment; lookup is
 // os.LookupEnv outside tests.
@@ -296,53 +265,60 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		v, ok := lookup(name)
 		return strings.TrimSpace(v), ok && strings.TrimSpace(v) != ""
 	}
-	if v, ok := get(EnvNumWorkers); ok && !c.workersSet {
+	if v, ok := get(envNumWorkers); ok && !c.workersSet {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return fmt.Errorf("pool: %s=%q: want a positive number of workers", EnvNumWorkers, v)
+			return fmt.Errorf("pool: %s=%q: want a positive number of workers", envNumWorkers, v)
 		}
 		c.workers, c.workersEnv = n, v
 	}
-	if v, ok := get(EnvPlaces); ok && !c.bindingSet {
+	if v, ok := get(envPlaces); ok && !c.bindingSet {
 		b, err := pin.ParseBinding(v)
 		if err == nil && !b.LocksThread() {
 			// The environment tunes a program; it must not take away the
 			// thread-locked tasks the program may rely on.
-			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give %s", EnvPlaces, v, envPlaces)
+			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give %s", envPlaces, v, placesWanted)
 		}
 		if err != nil {
-			return fmt.Errorf("pool: %s=%q: unknown binding (want %s)", EnvPlaces, v, envPlaces)
+			return fmt.Errorf("pool: %s=%q: unknown binding (want %s)", envPlaces, v, placesWanted)
 		}
 		c.binding = b
 	}
-	if v, ok := get(EnvSteal); ok && !c.modeSet {
+	if v, ok := get(envSteal); ok && !c.modeSet {
 		m, err := steal.ParseMode(v)
 		if err != nil {
-			return fmt.Errorf("pool: %s=%q: %w", EnvSteal, v, err)
+			return fmt.Errorf("pool: %s=%q: %w", envSteal, v, err)
 		}
 		c.mode = m
 	}
-	if v, ok := get(EnvTopology); ok && c.spec == "" && c.topo == nil {
+	if v, ok := get(envTopology); ok && c.spec == "" && c.topo == nil {
 		c.spec, c.specEnv = v, true
 	}
-	if v, ok := get(EnvNodes); ok && !c.nodesSet {
+	if v, ok := get(envNodes); ok && !c.nodesSet {
 		set, err := topology.ParseCPUList([]byte(v))
 		if err != nil || set.IsEmpty() {
-			return fmt.Errorf("pool: %s=%q: want a list of node IDs such as 0,2 or 0-1", EnvNodes, v)
+			return fmt.Errorf("pool: %s=%q: want a list of node IDs such as 0,2 or 0-1", envNodes, v)
 		}
 		c.nodes, c.nodesEnv = set.List(), v
 	}
-	if v, ok := get(EnvWaitPolicy); ok && !c.waitSet {
-		w, err := ParseWaitPolicy(v)
-		if err != nil {
-			return fmt.Errorf("pool: %s=%q: %w", EnvWaitPolicy, v, err)
-		}
-		c.wait = w
+	if c.blockTimeSet {
+		return nil // WithBlockTime sets the wait policy
 	}
-	if v, ok := get(EnvBlockTime); ok && !c.blockTimeSet {
-		d, err := ParseBlockTime(v)
+	// OpenMP's reading: an active policy spins without limit unless a
+	// block time bounds it; a passive one spins for the block time.
+	if v, ok := get(envWaitPolicy); ok {
+		active, err := parseWaitPolicy(v)
 		if err != nil {
-			return fmt.Errorf("pool: %s=%q: %w", EnvBlockTime, v, err)
+			return fmt.Errorf("pool: %s=%q: %w", envWaitPolicy, v, err)
+		}
+		if active {
+			c.blockTime, c.blockTimeSet = -1, true
+		}
+	}
+	if v, ok := get(envBlockTime); ok {
+		d, err := parseBlockTime(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", envBlockTime, v, err)
 		}
 		c.blockTime, c.blockTimeSet = d, true
 	}

@@ -15,7 +15,7 @@ func env(m map[string]string) func(string) (string, bool) {
 
 func TestEnvironmentDefaults(t *testing.T) {
 	p, err := newPool(nil, env(map[string]string{
-		EnvNumWorkers: "3", EnvPlaces: "cores", EnvSteal: "flat", EnvTopology: "2x2",
+		envNumWorkers: "3", envPlaces: "cores", envSteal: "flat", envTopology: "2x2",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestEnvironmentDefaults(t *testing.T) {
 
 func TestOptionsWinOverEnvironment(t *testing.T) {
 	p, err := newPool([]Option{WithWorkers(2), WithBinding(pin.None), WithSteal(steal.Hierarchical), WithSpec("2x1")},
-		env(map[string]string{EnvNumWorkers: "5", EnvPlaces: "threads", EnvSteal: "flat", EnvTopology: "4x1"}))
+		env(map[string]string{envNumWorkers: "5", envPlaces: "threads", envSteal: "flat", envTopology: "4x1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestOptionsWinOverEnvironment(t *testing.T) {
 }
 
 func TestNodesRestriction(t *testing.T) {
-	p, err := newPool([]Option{WithSpec("4x1")}, env(map[string]string{EnvNodes: "1,3"}))
+	p, err := newPool([]Option{WithSpec("4x1")}, env(map[string]string{envNodes: "1,3"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,26 +55,25 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, map[string]string{EnvNumWorkers: "zero"}, EnvNumWorkers},
-		{nil, map[string]string{EnvNumWorkers: "-2"}, "-2"},
-		{nil, map[string]string{EnvPlaces: "sockets"}, `"sockets": unknown binding (want threads, cores, ll_caches, numa_domains or none)`},
-		{nil, map[string]string{EnvSteal: "random"}, "random"},
-		{nil, map[string]string{EnvTopology: "2x"}, EnvTopology + `="2x"`},
-		{nil, map[string]string{EnvTopology: "2x1", EnvNodes: "7"}, EnvNodes + `="7"`},
-		{nil, map[string]string{EnvNodes: "a"}, EnvNodes},
+		{nil, map[string]string{envNumWorkers: "zero"}, envNumWorkers},
+		{nil, map[string]string{envNumWorkers: "-2"}, "-2"},
+		{nil, map[string]string{envPlaces: "sockets"}, `"sockets": unknown binding (want threads, cores, ll_caches, numa_domains or none)`},
+		{nil, map[string]string{envSteal: "random"}, "random"},
+		{nil, map[string]string{envTopology: "2x"}, envTopology + `="2x"`},
+		{nil, map[string]string{envTopology: "2x1", envNodes: "7"}, envNodes + `="7"`},
+		{nil, map[string]string{envNodes: "a"}, envNodes},
 		{[]Option{WithWorkers(0)}, nil, "WithWorkers(0)"},
 		{[]Option{WithShardBound(-1)}, nil, "WithShardBound(-1)"},
 		{[]Option{WithFairnessInterval(0)}, nil, "WithFairnessInterval(0)"},
 		{[]Option{WithSpec("2x1"), WithNodes(7)}, nil, "7"},
-		{[]Option{WithSpec("2x1"), WithNodes(0, 7), WithStrict()}, nil, "node 7"},
-		{[]Option{WithSpec("4x1"), WithWorkers(2), WithStrict()}, nil, "2 workers"},
+		{[]Option{WithSpec("2x1"), WithNodes(0, 7), WithRequiredPlacement()}, nil, "node 7"},
+		{[]Option{WithSpec("4x1"), WithWorkers(2), WithRequiredPlacement()}, nil, "2 workers"},
 		{[]Option{nil}, nil, "nil Option"},
-		{nil, map[string]string{EnvWaitPolicy: "spin"}, "spin"},
-		{nil, map[string]string{EnvBlockTime: "fast"}, EnvBlockTime},
-		{nil, map[string]string{EnvBlockTime: "-5ms"}, "-5ms"},
-		{[]Option{WithWaitPolicy(7)}, nil, "WithWaitPolicy(7)"},
+		{nil, map[string]string{envWaitPolicy: "spin"}, "spin"},
+		{nil, map[string]string{envBlockTime: "fast"}, envBlockTime},
+		{nil, map[string]string{envBlockTime: "-5ms"}, "-5ms"},
 		{[]Option{WithBinding(pin.Goroutines + 1)}, nil, "WithBinding(Binding(6))"},
-		{nil, map[string]string{EnvPlaces: "goroutines"}, EnvPlaces + `="goroutines": workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give threads`},
+		{nil, map[string]string{envPlaces: "goroutines"}, envPlaces + `="goroutines": workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give threads`},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
 		if err == nil {
@@ -108,33 +107,32 @@ func TestApportion(t *testing.T) {
 }
 
 // The wait policy and block time: OpenMP's spellings in the environment,
-// options over the environment, and Active's unlimited spin unless a
-// block time bounds it.
+// WithBlockTime over the environment, and an active policy's unlimited
+// spin unless a block time bounds it.
 func TestWaitPolicySettings(t *testing.T) {
 	for _, tc := range []struct {
 		opts []Option
 		env  map[string]string
-		wait WaitPolicy
 		spin time.Duration
 	}{
-		{nil, nil, Passive, DefaultBlockTime},
-		{nil, map[string]string{EnvWaitPolicy: "ACTIVE"}, Active, -1},
-		{nil, map[string]string{EnvWaitPolicy: "active", EnvBlockTime: "200us"}, Active, 200 * time.Microsecond},
-		{nil, map[string]string{EnvBlockTime: "0"}, Passive, 0},
-		{nil, map[string]string{EnvBlockTime: "3"}, Passive, 3 * time.Millisecond},
-		{nil, map[string]string{EnvBlockTime: "infinite"}, Passive, -1},
-		{[]Option{WithWaitPolicy(Passive), WithBlockTime(time.Millisecond)},
-			map[string]string{EnvWaitPolicy: "active", EnvBlockTime: "infinite"}, Passive, time.Millisecond},
-		{[]Option{WithBlockTime(-time.Hour)}, nil, Passive, -1},
+		{nil, nil, DefaultBlockTime},
+		{nil, map[string]string{envWaitPolicy: "ACTIVE"}, -1},
+		{nil, map[string]string{envWaitPolicy: "passive"}, DefaultBlockTime},
+		{nil, map[string]string{envWaitPolicy: "active", envBlockTime: "200us"}, 200 * time.Microsecond},
+		{nil, map[string]string{envBlockTime: "0"}, 0},
+		{nil, map[string]string{envBlockTime: "3"}, 3 * time.Millisecond},
+		{nil, map[string]string{envBlockTime: "infinite"}, -1},
+		{[]Option{WithBlockTime(time.Millisecond)},
+			map[string]string{envWaitPolicy: "active", envBlockTime: "infinite"}, time.Millisecond},
+		{[]Option{WithBlockTime(-time.Hour)}, nil, -1},
 	} {
 		c, err := newConfig(tc.opts, env(tc.env))
 		if err != nil {
 			t.Errorf("%v: %v", tc.env, err)
 			continue
 		}
-		if c.wait != tc.wait || c.spinFor() != tc.spin {
-			t.Errorf("%d options, env %v: policy %v, spin %v; want %v, %v",
-				len(tc.opts), tc.env, c.wait, c.spinFor(), tc.wait, tc.spin)
+		if c.spinFor() != tc.spin {
+			t.Errorf("%d options, env %v: spin %v; want %v", len(tc.opts), tc.env, c.spinFor(), tc.spin)
 		}
 	}
 }

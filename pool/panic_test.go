@@ -31,13 +31,15 @@ func TestGoexitCompletesWaiters(t *testing.T) {
 			return err
 		},
 		"Join/a": func(p *Pool, fn func()) error {
-			_, _, err := Join(p, func(*Worker) (int, error) { fn(); return 1, nil },
-				func(*Worker) (int, error) { return 2, nil })
+			_, err := Run(p, func(w *Worker) (struct{}, error) {
+				return struct{}{}, w.Join(func(*Worker) { fn() }, func(*Worker) {})
+			})
 			return err
 		},
 		"Join/b": func(p *Pool, fn func()) error {
-			_, _, err := Join(p, func(*Worker) (int, error) { return 1, nil },
-				func(*Worker) (int, error) { fn(); return 2, nil })
+			_, err := Run(p, func(w *Worker) (struct{}, error) {
+				return struct{}{}, w.Join(func(*Worker) {}, func(*Worker) { fn() })
+			})
 			return err
 		},
 		"Fork/b": func(p *Pool, fn func()) error {
@@ -53,7 +55,7 @@ func TestGoexitCompletesWaiters(t *testing.T) {
 			return g.Wait()
 		},
 		"ParallelFor": func(p *Pool, fn func()) error {
-			return p.ParallelForErr(ctx, 100, 10, func(_ *Worker, lo, _ int) error {
+			return p.ParallelFor(ctx, 100, 10, func(_ *Worker, lo, _ int) error {
 				if lo == 50 {
 					fn()
 				}
@@ -118,11 +120,11 @@ func TestGoexitInPlainTask(t *testing.T) {
 	for round := range 5 {
 		p := newTestPool(t, WithWorkers(2))
 		var ran atomic.Int64
-		if err := p.Submit(func(*Worker) { runtime.Goexit() }); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) { runtime.Goexit() }); err != nil {
 			t.Fatal(err)
 		}
 		for range 1000 {
-			if err := p.Submit(func(*Worker) { ran.Add(1) }); err != nil {
+			if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -173,7 +175,7 @@ func TestGoexitLeavesNoImpostor(t *testing.T) {
 	}
 	for round := range 3 {
 		exited := make(chan struct{})
-		if err := p.Submit(func(*Worker) { defer close(exited); runtime.Goexit() }); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) { defer close(exited); runtime.Goexit() }); err != nil {
 			t.Fatal(err)
 		}
 		waitClosed(t, exited, hangBound, "the task that calls Goexit")
@@ -315,7 +317,7 @@ func panicChildren(which string) {
 		if err != nil {
 			os.Exit(3)
 		}
-		_ = p.Submit(panickingTask)
+		_ = p.Submit(context.Background(), panickingTask)
 		select {} // the panic ends the process
 	case "handler":
 		p, err := New(WithWorkers(1), WithoutEnv(), WithPanicHandler(func(any, []byte) { panic("handler re-panics") }))
@@ -326,7 +328,7 @@ func panicChildren(which string) {
 			w.Spawn(func(*Worker) { panic("boom") })
 			// Wait on this worker: it runs the spawned task (in the LIFO
 			// slot) first.
-			g := w.Group(context.Background())
+			g := w.Pool().Group(context.Background())
 			g.Go(func(*Worker) error { return nil })
 			return 0, g.Wait()
 		})
@@ -344,7 +346,7 @@ func panicChildren(which string) {
 		}
 		_, err = Run(p, func(*Worker) (int, error) { panic(nil) })
 		fmt.Println("run:", err)
-		_ = p.Submit(func(*Worker) { panic(nil) })
+		_ = p.Submit(context.Background(), func(*Worker) { panic(nil) })
 		<-done
 		_ = p.Close()
 		fmt.Println("handler:", handled.Load())

@@ -11,76 +11,30 @@ import (
 
 // ParallelFor calls body over [0, n) in blocks [lo, hi) and returns when
 // every index is done. The range is first split over the nodes in
-// contiguous blocks proportional to each node's workers, the same way on
-// every call with the same n, and each node's block goes to that node
-// (and stays there at the top level); inside a node a worker runs its
-// block in grain-sized pieces and offers the upper half of what is left
-// whenever its queue is empty, so idle workers of the node steal halves
-// (lazy binary splitting). Work crosses to another node only when that
-// node has run dry and the piece has waited crossNodeAfter: its worker
-// takes one grain-sized bite from the end (a tail-end steal, counted in
-// Stats as a cross-node steal) and sends the rest home. So data first
+// contiguous blocks proportional to each node's workers (Split), the
+// same way on every call with the same n, and each node's block goes to
+// that node (and stays there at the top level); inside a node a worker
+// runs its block in grain-sized pieces and offers the upper half of what
+// is left whenever its queue is empty, so idle workers of the node steal
+// halves (lazy binary splitting). Work crosses to another node only when
+// that node has run dry and the piece has waited crossNodeAfter: its
+// worker takes one grain-sized bite from the end (a tail-end steal) and
+// sends the rest home; WithHomeLoops forbids even that. So data first
 // touched by a ParallelFor over n is, in every later ParallelFor over n,
 // processed by the node that touched it: the first-touch pattern.
 //
-// grain <= 0 picks one from n and the number of workers. A panic in body
-// stops handing out new blocks and is returned as a *PanicError. The
-// body must not be nil.
-func (p *Pool) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
-	err := p.parallelFor(context.Background(), nil, n, grain, noError(body))
+// grain <= 0 picks one from n and the number of workers. The first error
+// of body, panic (as a *PanicError) or ctx's error stops handing out
+// blocks and is returned, after every body already running has returned.
+// "First" is first in time, not in index order: the range is worked on
+// from several places at once, so when several indexes fail, say in the
+// error which one it was. A nil ctx is context.Background; the body must
+// not be nil. From one of the pool's tasks the calling worker runs other
+// tasks while it waits.
+func (p *Pool) ParallelFor(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
+	err := p.parallelFor(ctx, n, grain, body)
 	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
 	return err
-}
-
-// ParallelForCtx is ParallelFor that also stops handing out blocks when
-// ctx is cancelled, and returns ctx's error.
-func (p *Pool) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
-	err := p.parallelFor(ctx, nil, n, grain, noError(body))
-	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
-	return err
-}
-
-// ParallelForErr is ParallelForCtx whose body can fail: the first error
-// (or panic, or ctx's error) stops handing out blocks and is returned,
-// after every body already running has returned. "First" is first in
-// time, not in index order: the range is worked on from several places at
-// once (each node's block, and the halves idle workers take), so when
-// several indexes fail, say in the error which one it was. The node
-// blocks, and WithStrictLoops, are as for ParallelFor.
-func (p *Pool) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
-	err := p.parallelFor(ctx, nil, n, grain, body)
-	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
-	return err
-}
-
-// ParallelFor is Pool.ParallelFor from inside a task: the worker runs
-// other tasks while it waits.
-func (w *Worker) ParallelFor(n, grain int, body func(w *Worker, lo, hi int)) error {
-	w.owner.check("ParallelFor")
-	return w.pool.parallelFor(context.Background(), w, n, grain, noError(body))
-}
-
-// ParallelForCtx is Pool.ParallelForCtx from inside a task.
-func (w *Worker) ParallelForCtx(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int)) error {
-	w.owner.check("ParallelForCtx")
-	return w.pool.parallelFor(ctx, w, n, grain, noError(body))
-}
-
-// ParallelForErr is Pool.ParallelForErr from inside a task.
-func (w *Worker) ParallelForErr(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
-	w.owner.check("ParallelForErr")
-	return w.pool.parallelFor(ctx, w, n, grain, body)
-}
-
-// noError adapts a body that cannot fail.
-func noError(body func(w *Worker, lo, hi int)) func(w *Worker, lo, hi int) error {
-	if body == nil {
-		panic("pool: ParallelFor with a nil body")
-	}
-	return func(w *Worker, lo, hi int) error {
-		body(w, lo, hi)
-		return nil
-	}
 }
 
 // NodeBlock is the part of a ParallelFor range given to one node.
@@ -134,7 +88,7 @@ func (p *sched) split(n int) []NodeBlock {
 //   - otherwise takes one grain-sized bite from the end and sends the
 //     rest home: the node lags, and help that moves little data beats
 //     waiting for it;
-//   - with WithStrictLoops, always sends the piece home: blocks never
+//   - with WithHomeLoops, always sends the piece home: blocks never
 //     leave their node.
 //
 // crossNodeAfter is far above a piece's usual age on a node that keeps up
@@ -211,7 +165,7 @@ func (pc *piece) run(w *Worker) {
 	s, lo, hi, home := pc.s, pc.lo, pc.hi, pc.node
 	if w.group.index != home && !s.stopped() {
 		g := w.pool.groups[home]
-		if w.pool.cfg.strictLoops {
+		if w.pool.cfg.homeLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
 			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter))
@@ -277,7 +231,7 @@ func (s *forState) stopped() bool {
 	return false
 }
 
-func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body func(*Worker, int, int) error) error {
+func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker, int, int) error) error {
 	if body == nil {
 		panic("pool: ParallelFor with a nil body")
 	}
@@ -285,9 +239,7 @@ func (p *sched) parallelFor(ctx context.Context, w *Worker, n, grain int, body f
 	if n <= 0 {
 		return nil
 	}
-	if w == nil {
-		w = p.workerOf() // Pool.ParallelFor from inside a task helps too
-	}
+	w := p.workerOf() // from inside a task the worker helps while it waits
 	if p.state.Load() != running && w == nil {
 		return ErrClosed
 	}

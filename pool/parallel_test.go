@@ -37,7 +37,7 @@ var edgePools = []struct {
 	{"1-worker", []Option{WithWorkers(1)}},
 	{"2x1", []Option{WithSpec("2x1")}},
 	{"2x2", []Option{WithSpec("2x2")}},
-	{"2x1-strict", []Option{WithSpec("2x1"), WithStrictLoops()}},
+	{"2x1-strict", []Option{WithSpec("2x1"), WithHomeLoops()}},
 }
 
 // edgeSmall is the largest size a range test runs to the end; a loop over
@@ -140,7 +140,7 @@ func noHang(what string, report fmt.Stringer, fn func()) {
 // Submit's error.
 func inTask(p *Pool, fn func(w *Worker)) error {
 	done := make(chan struct{})
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		defer close(done)
 		fn(w)
 	}); err != nil {
@@ -214,14 +214,14 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 		stop error // what the body's stop makes the loop return
 	}{
 		{"Pool.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
-			return p.ParallelForErr(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
+			return p.ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
 		}, errEnough},
 		{"Pool.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
-			return p.ParallelForCtx(ctx, n, grain, func(_ *Worker, lo, hi int) { _ = body(lo, hi) })
+			return p.ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { _ = body(lo, hi); return nil })
 		}, context.Canceled},
 		{"Worker.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
 			if serr := inTask(p, func(w *Worker) {
-				err = w.ParallelForErr(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
+				err = w.Pool().ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
 			}); serr != nil {
 				return serr
 			}
@@ -229,7 +229,7 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 		}, errEnough},
 		{"Worker.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
 			if serr := inTask(p, func(w *Worker) {
-				err = w.ParallelForCtx(ctx, n, grain, func(_ *Worker, lo, hi int) { _ = body(lo, hi) })
+				err = w.Pool().ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { _ = body(lo, hi); return nil })
 			}); serr != nil {
 				return serr
 			}

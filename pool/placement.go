@@ -34,7 +34,7 @@ func makePlan(c config) (*plan, error) {
 	if c.spec != "" {
 		st, note, err := synthetic(c.spec, t)
 		if err != nil && c.specEnv {
-			return nil, fmt.Errorf("pool: %s=%q: %w", EnvTopology, c.spec, err)
+			return nil, fmt.Errorf("pool: %s=%q: %w", envTopology, c.spec, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pool: %w", err)
@@ -54,7 +54,7 @@ func makePlan(c config) (*plan, error) {
 			i := slices.IndexFunc(nodes, func(n topology.Node) bool { return n.ID == id })
 			if i < 0 {
 				msg := fmt.Sprintf("node %d has no CPU this process may use (nodes with allowed CPUs: %s)", id, nodeIDs(nodes))
-				if c.strict {
+				if c.required {
 					return nil, fmt.Errorf("pool: %s", msg)
 				}
 				p.degraded = append(p.degraded, msg)
@@ -67,7 +67,7 @@ func makePlan(c config) (*plan, error) {
 		if len(kept) == 0 {
 			from := ""
 			if c.nodesEnv != "" {
-				from = fmt.Sprintf("%s=%q: ", EnvNodes, c.nodesEnv)
+				from = fmt.Sprintf("%s=%q: ", envNodes, c.nodesEnv)
 			}
 			return nil, fmt.Errorf("pool: %snone of nodes %v has CPUs this process may use (nodes with allowed CPUs: %s)", from, c.nodes, nodeIDs(nodes))
 		}
@@ -89,13 +89,13 @@ func makePlan(c config) (*plan, error) {
 	if c.binding.LocksThread() {
 		from := ""
 		if c.workersEnv != "" {
-			from = fmt.Sprintf("%s=%s: ", EnvNumWorkers, c.workersEnv)
+			from = fmt.Sprintf("%s=%s: ", envNumWorkers, c.workersEnv)
 		}
 		if err := checkThreads(workers, from, threadBounds()); err != nil {
 			return nil, err
 		}
 	}
-	if c.strict && len(nodes) > workers {
+	if c.required && len(nodes) > workers {
 		return nil, fmt.Errorf("pool: %d workers cannot cover %d nodes", workers, len(nodes))
 	}
 	counts := apportion(workers, nodes)

@@ -10,7 +10,6 @@ import (
 	"time"
 	"weak"
 
-	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
 	"github.com/numapool/numapool/topology"
@@ -23,8 +22,7 @@ var (
 	// ErrFull: the node's bounded queue is full (TrySubmit).
 	ErrFull = errors.New("pool: node queue full")
 	// ErrUnknownNode: a node ID the pool has no worker group for
-	// (Pool.Node and its methods, SubmitTo, SubmitToStrict, Async on a
-	// Node), or that is none of the memory nodes this process may
+	// (Pool.Node's methods, Async and Run on such a Node), or that is none of the memory nodes this process may
 	// allocate from (AllocOnNode); the error names the node and the nodes
 	// there are.
 	ErrUnknownNode = errors.New("pool: no worker group for node")
@@ -168,9 +166,9 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p.byG.init(p.workers)
 	if len(failed) > 0 {
-		if cfg.strict {
+		if cfg.required {
 			p.stop()
-			return nil, fmt.Errorf("pool: placement refused (strict): %w", errors.Join(failed...))
+			return nil, fmt.Errorf("pool: placement refused (WithRequiredPlacement): %w", errors.Join(failed...))
 		}
 		for _, err := range failed {
 			p.degraded = append(p.degraded, err.Error())
@@ -220,43 +218,28 @@ func (p *sched) nodes() []int {
 	return out
 }
 
-// Topology returns the topology the pool was built on.
-func (p *Pool) Topology() *topology.Topology { return p.topo }
-
-// Binding returns how the workers are bound.
-func (p *Pool) Binding() pin.Binding { return p.cfg.binding }
-
-// Submit queues fn to run on some worker. The node is chosen round robin,
-// weighted by the number of workers of each node, so that a stream of
-// submissions spreads over the machine. With WithShardBound, Submit waits
-// while the node's queue is full; TrySubmit does not. It returns
-// ErrClosed once intake has closed. Tasks submitted to one node start
-// roughly in the order of the calls: each node's shard is a FIFO, from
-// which workers take batches.
-func (p *Pool) Submit(fn func(*Worker)) error {
-	return p.submit(context.Background(), p.nextGroup(), fn, noHome, true)
+// Submit queues fn to run on some worker, and returns ErrClosed once
+// intake has closed. ctx is the work's context: with WithShardBound,
+// Submit waits while the node's queue is full, until ctx is done (it then
+// returns ctx.Err()); a nil ctx is context.Background.
+//
+// From outside the pool the node is chosen round robin, weighted by the
+// number of workers of each node, so that a stream of submissions spreads
+// over the machine, and tasks submitted to one node start roughly in the
+// order of the calls (each node's shard is a FIFO, from which workers
+// take batches). From one of the pool's tasks, fn goes to the calling
+// worker's LIFO slot, as Worker.Spawn, where the node's idle workers
+// steal it first: the bound does not apply (only the workers make room,
+// and the caller is one), and a task still running when intake closes
+// may still submit, since Close waits for what it starts (until a
+// Shutdown gives up, after which Submit returns ErrClosed everywhere).
+func (p *Pool) Submit(ctx context.Context, fn func(*Worker)) error {
+	return p.submit(ctx, nil, fn, noHome, true)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (p *Pool) TrySubmit(fn func(*Worker)) error {
-	return p.submit(context.Background(), p.nextGroup(), fn, noHome, false)
-}
-
-// SubmitCtx is Submit that gives up waiting for room when ctx is done.
-func (p *Pool) SubmitCtx(ctx context.Context, fn func(*Worker)) error {
-	return p.submit(ctx, p.nextGroup(), fn, noHome, true)
-}
-
-// SubmitTo is p.Node(node).Submit(fn): fn is queued on that NUMA node
-// (its OS ID), softly.
-func (p *Pool) SubmitTo(node int, fn func(*Worker)) error {
-	return p.Node(node).Submit(fn)
-}
-
-// SubmitToStrict is p.Node(node).Strict().Submit(fn): fn runs only on
-// that node's workers.
-func (p *Pool) SubmitToStrict(node int, fn func(*Worker)) error {
-	return p.Node(node).Strict().Submit(fn)
+	return p.submit(context.Background(), nil, fn, noHome, false)
 }
 
 func (p *sched) groupOf(node int) (*group, error) {
@@ -275,13 +258,25 @@ func (p *sched) nextGroup() *group {
 	return p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
 }
 
+// submit queues fn for group g (nil: any node) with the given home,
+// from outside the pool or from one of its tasks (see Pool.Submit).
 func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
+	if w := p.workerOf(); w != nil {
+		if p.aborted() {
+			return ErrClosed // Shutdown gave up: nothing new runs
+		}
+		w.queueFrom(g, w.newTask(fn, home))
+		return nil
+	}
 	ctx = orBackground(ctx)
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
+	}
+	if g == nil {
+		g = p.nextGroup()
 	}
 	return p.push(ctx, g, item{fn: fn, home: home}, wait)
 }

@@ -78,11 +78,11 @@ func TestExactlyOnce(t *testing.T) {
 						var err error
 						switch id % 3 {
 						case 0:
-							err = p.Submit(root(id))
+							err = p.Submit(context.Background(), root(id))
 						case 1:
-							err = p.SubmitTo(nodes[id%len(nodes)], root(id))
+							err = p.Node(nodes[id%len(nodes)]).Submit(context.Background(), root(id))
 						default:
-							err = p.SubmitToStrict(nodes[id%len(nodes)], root(id))
+							err = p.Node(nodes[id%len(nodes)]).Strict().Submit(context.Background(), root(id))
 						}
 						if err != nil {
 							t.Errorf("submit %d: %v", id, err)
@@ -124,7 +124,7 @@ func TestSubmitToStrictStaysOnNode(t *testing.T) {
 	for i := range 2000 {
 		node := p.Nodes()[i%2]
 		wg.Add(1)
-		if err := p.SubmitToStrict(node, func(w *Worker) {
+		if err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
 			defer wg.Done()
 			if w.Node() != node {
 				wrong.Add(1)
@@ -149,7 +149,7 @@ func TestStrictTasksAreNotStolen(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2000 {
 		wg.Add(1)
-		if err := p.SubmitToStrict(node, func(w *Worker) {
+		if err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
 			defer wg.Done()
 			ran.Add(1)
 			if w.Node() != node {
@@ -189,7 +189,7 @@ func TestStrictBurstsNoLostWakeups(t *testing.T) {
 			for range rounds {
 				for _, node := range p.Nodes() {
 					wg.Add(1)
-					if err := p.SubmitToStrict(node, func(w *Worker) {
+					if err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
 						defer wg.Done()
 						for range 4 {
 							w.Spawn(func(*Worker) { ran.Add(1) })
@@ -215,15 +215,15 @@ func TestPinnedAndInjectShardsAlternate(t *testing.T) {
 	defer p.Close()
 	node := p.Nodes()[0]
 	gate := make(chan struct{})
-	if err := p.SubmitToStrict(node, func(*Worker) { <-gate }); err != nil {
+	if err := p.Node(node).Strict().Submit(context.Background(), func(*Worker) { <-gate }); err != nil {
 		t.Fatal(err)
 	}
 	var order []bool // true: strict; written by the one worker only
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Add(2)
-		_ = p.SubmitToStrict(node, func(*Worker) { order = append(order, true); wg.Done() })
-		_ = p.SubmitTo(node, func(*Worker) { order = append(order, false); wg.Done() })
+		_ = p.Node(node).Strict().Submit(context.Background(), func(*Worker) { order = append(order, true); wg.Done() })
+		_ = p.Node(node).Submit(context.Background(), func(*Worker) { order = append(order, false); wg.Done() })
 	}
 	close(gate)
 	wg.Wait()
@@ -249,7 +249,7 @@ func TestBlockingStrictTasksEachGetAWorker(t *testing.T) {
 		for _, node := range p.Nodes() {
 			for range p.Workers() / len(p.Nodes()) {
 				started.Add(1)
-				if err := p.SubmitToStrict(node, func(*Worker) { started.Done(); <-all }); err != nil {
+				if err := p.Node(node).Strict().Submit(context.Background(), func(*Worker) { started.Done(); <-all }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -278,9 +278,9 @@ func TestNoLostWakeups(t *testing.T) {
 	for i := range rounds {
 		var err error
 		if i%2 == 0 {
-			err = p.Submit(func(*Worker) { done <- struct{}{} })
+			err = p.Submit(context.Background(), func(*Worker) { done <- struct{}{} })
 		} else {
-			err = p.SubmitTo(p.Nodes()[i%len(p.Nodes())], func(w *Worker) {
+			err = p.Node(p.Nodes()[i%len(p.Nodes())]).Submit(context.Background(), func(w *Worker) {
 				w.Spawn(func(*Worker) { done <- struct{}{} })
 			})
 		}
@@ -312,14 +312,14 @@ func TestIdleCPU(t *testing.T) {
 		{"passive", nil, 0, 30 * time.Millisecond},
 		{"passive, block time 20ms", []Option{WithBlockTime(20 * time.Millisecond)}, 0, 30 * time.Millisecond},
 		{"block time 0", []Option{WithBlockTime(0)}, 0, 30 * time.Millisecond},
-		{"active", []Option{WithWaitPolicy(Active)}, window / 3, 10 * window},
+		{"active", []Option{WithBlockTime(-1)}, window / 3, 10 * window},
 		{"passive, block time infinite", []Option{WithBlockTime(-1)}, window / 3, 10 * window},
 	} {
 		p := newTestPool(t, append(tc.opts, WithSpec("2x2"))...)
 		var ran sync.WaitGroup
 		ran.Add(100)
 		for range 100 { // warm up
-			_ = p.Submit(func(*Worker) { ran.Done() })
+			_ = p.Submit(context.Background(), func(*Worker) { ran.Done() })
 		}
 		ran.Wait()
 		if tc.min == 0 {
@@ -347,9 +347,9 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	var ran atomic.Int32
 	block := make(chan struct{})
-	_ = p.Submit(func(*Worker) { <-block })
+	_ = p.Submit(context.Background(), func(*Worker) { <-block })
 	for range 1000 {
-		_ = p.Submit(func(w *Worker) { ran.Add(1); w.Spawn(func(*Worker) { ran.Add(1) }) })
+		_ = p.Submit(context.Background(), func(w *Worker) { ran.Add(1); w.Spawn(func(*Worker) { ran.Add(1) }) })
 	}
 	time.AfterFunc(20*time.Millisecond, func() { close(block) })
 	if err := p.Close(); err != nil {
@@ -358,7 +358,7 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 	if n := ran.Load(); n != 2000 {
 		t.Errorf("Close ran %d of 2000 tasks", n)
 	}
-	if err := p.Submit(func(*Worker) {}); !errors.Is(err, ErrClosed) {
+	if err := p.Submit(context.Background(), func(*Worker) {}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Submit after Close: %v", err)
 	}
 	if err := p.Close(); err != nil {
@@ -370,10 +370,10 @@ func TestShutdownReportsAbandoned(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	block := make(chan struct{})
 	started := make(chan struct{})
-	_ = p.Submit(func(*Worker) { close(started); <-block })
+	_ = p.Submit(context.Background(), func(*Worker) { close(started); <-block })
 	<-started
 	for range 100 {
-		_ = p.Submit(func(*Worker) {})
+		_ = p.Submit(context.Background(), func(*Worker) {})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
@@ -392,9 +392,9 @@ func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1), WithPanicHandler(func(v any, stack []byte) {
 		got.Store(fmt.Sprintf("%v|%s", v, stack))
 	}))
-	_ = p.Submit(func(*Worker) { panic("boom") })
+	_ = p.Submit(context.Background(), func(*Worker) { panic("boom") })
 	var after atomic.Bool
-	_ = p.Submit(func(*Worker) { after.Store(true) })
+	_ = p.Submit(context.Background(), func(*Worker) { after.Store(true) })
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -427,20 +427,20 @@ func TestErrorPolicy(t *testing.T) {
 	defer p.Close()
 	ctx := context.Background()
 	outside := map[string]func(){
-		"Submit":         func() { _ = p.Submit(nil) },
+		"Submit":         func() { _ = p.Submit(context.Background(), nil) },
 		"TrySubmit":      func() { _ = p.TrySubmit(nil) },
-		"SubmitCtx":      func() { _ = p.SubmitCtx(ctx, nil) },
-		"SubmitTo":       func() { _ = p.SubmitTo(p.Nodes()[0], nil) },
-		"SubmitToStrict": func() { _ = p.SubmitToStrict(p.Nodes()[0], nil) },
-		"ParallelFor":    func() { _ = p.ParallelFor(10, 1, nil) },
+		"SubmitCtx":      func() { _ = p.Submit(ctx, nil) },
+		"SubmitTo":       func() { _ = p.Node(p.Nodes()[0]).Submit(context.Background(), nil) },
+		"SubmitToStrict": func() { _ = p.Node(p.Nodes()[0]).Strict().Submit(context.Background(), nil) },
+		"ParallelFor":    func() { _ = p.ParallelFor(ctx, 10, 1, nil) },
 		"Group.Go":       func() { p.Group(ctx).Go(nil) },
 		"Group.TryGo":    func() { p.Group(ctx).TryGo(nil) },
 	}
 	inside := map[string]func(w *Worker){
 		"Spawn":       func(w *Worker) { w.Spawn(nil) },
 		"Join":        func(w *Worker) { _ = w.Join(nil, func(*Worker) {}) },
-		"ParallelFor": func(w *Worker) { _ = w.ParallelFor(10, 1, nil) },
-		"Group.Go":    func(w *Worker) { w.Group(ctx).Go(nil) },
+		"ParallelFor": func(w *Worker) { _ = w.Pool().ParallelFor(ctx, 10, 1, nil) },
+		"Group.Go":    func(w *Worker) { w.Pool().Group(ctx).Go(nil) },
 	}
 	check := func(where, name string, call func()) {
 		defer func() {
@@ -458,8 +458,8 @@ func TestErrorPolicy(t *testing.T) {
 		onWorker(t, p, func(w *Worker) int { check("inside a task", name, func() { call(w) }); return 0 })
 	}
 	for name, err := range map[string]error{
-		"SubmitTo":       p.SubmitTo(42, func(*Worker) {}),
-		"SubmitToStrict": p.SubmitToStrict(42, func(*Worker) {}),
+		"SubmitTo":       p.Node(42).Submit(context.Background(), func(*Worker) {}),
+		"SubmitToStrict": p.Node(42).Strict().Submit(context.Background(), func(*Worker) {}),
 	} {
 		if !errors.Is(err, ErrUnknownNode) || !strings.Contains(err.Error(), "42") {
 			t.Errorf("%s(42): %v, want ErrUnknownNode naming node 42", name, err)
@@ -471,7 +471,7 @@ func TestBoundedShard(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1), WithShardBound(4))
 	block := make(chan struct{})
 	started := make(chan struct{})
-	_ = p.Submit(func(*Worker) { close(started); <-block })
+	_ = p.Submit(context.Background(), func(*Worker) { close(started); <-block })
 	<-started
 	full := 0
 	for range 10 {
@@ -486,11 +486,11 @@ func TestBoundedShard(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := p.SubmitCtx(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := p.Submit(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("SubmitCtx on a full shard: %v", err)
 	}
 	close(block)
-	if err := p.Submit(func(*Worker) {}); err != nil { // waits for room
+	if err := p.Submit(context.Background(), func(*Worker) {}); err != nil { // waits for room
 		t.Fatal(err)
 	}
 	if err := p.Close(); err != nil {
@@ -505,7 +505,7 @@ func TestWorkerMisusePanics(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	defer p.Close()
 	ch := make(chan *Worker)
-	_ = p.Submit(func(w *Worker) { ch <- w })
+	_ = p.Submit(context.Background(), func(w *Worker) { ch <- w })
 	w := <-ch
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Spawn") {
@@ -520,7 +520,7 @@ func TestStatsAndExplain(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Add(1)
-		_ = p.Submit(func(*Worker) { wg.Done() })
+		_ = p.Submit(context.Background(), func(*Worker) { wg.Done() })
 	}
 	wg.Wait()
 	if err := p.Close(); err != nil {
@@ -565,7 +565,7 @@ func TestGoroutineWorkersAreNotLocked(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Add(len(ran))
 		for i := range outside {
-			err := p.Submit(func(w *Worker) {
+			err := p.Submit(context.Background(), func(w *Worker) {
 				ran[i].Add(1)
 				wg.Done()
 				for k := range spawns {
@@ -606,7 +606,7 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 200 {
 		wg.Add(1)
-		_ = p.Submit(func(w *Worker) {
+		_ = p.Submit(context.Background(), func(w *Worker) {
 			defer wg.Done()
 			runtime.Gosched()
 			if tid := threadID(); tid != int(w.tid.Load()) {
@@ -628,7 +628,7 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 		t.Errorf("a locked worker that could not be placed is not reported:\n%s", ex)
 	}
 	_ = locked.Close()
-	free, err := New(WithoutEnv(), WithTopology(broken()), WithWorkers(2), WithBinding(pin.Goroutines), WithStrict())
+	free, err := New(WithoutEnv(), WithTopology(broken()), WithWorkers(2), WithBinding(pin.Goroutines), WithRequiredPlacement())
 	if err != nil {
 		t.Fatalf("goroutine workers refused: %v", err)
 	}
@@ -649,7 +649,7 @@ func TestLIFOTaskNotStranded(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	result := make(chan error, 1)
-	_ = p.Submit(func(w *Worker) {
+	_ = p.Submit(context.Background(), func(w *Worker) {
 		ran := make(chan struct{})
 		w.Spawn(func(*Worker) { close(ran) })
 		// Keep this worker busy until the child has run elsewhere.
@@ -704,14 +704,14 @@ func TestCloseFromInsideATask(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	release := make(chan struct{})
 	blocked := make(chan struct{})
-	_ = p.Submit(func(*Worker) { close(blocked); <-release }) // holds one worker
+	_ = p.Submit(context.Background(), func(*Worker) { close(blocked); <-release }) // holds one worker
 	<-blocked
 	var ran atomic.Int32
 	for range 10 {
-		_ = p.Submit(func(*Worker) { ran.Add(1) })
+		_ = p.Submit(context.Background(), func(*Worker) { ran.Add(1) })
 	}
 	got := make(chan error, 1)
-	if err := p.Submit(func(*Worker) { got <- p.Close() }); err != nil {
+	if err := p.Submit(context.Background(), func(*Worker) { got <- p.Close() }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -722,7 +722,7 @@ func TestCloseFromInsideATask(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close inside a task did not return")
 	}
-	if err := p.Submit(func(*Worker) {}); !errors.Is(err, ErrClosed) {
+	if err := p.Submit(context.Background(), func(*Worker) {}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Submit after Close inside a task = %v, want ErrClosed", err)
 	}
 	close(release)

@@ -86,7 +86,7 @@ func TestGaugeReadsAtMostOncePerInterval(t *testing.T) {
 // reading parks a reader that finds it held); through it, 320-350 readings
 // a millisecond and 50-80 switches.
 func TestSearchersShareOneRunnableReading(t *testing.T) {
-	p := newTestPool(t, WithWaitPolicy(Active), WithSpec("1x4")) // two searchers
+	p := newTestPool(t, WithBlockTime(-1), WithSpec("1x4")) // two searchers
 	defer p.Close()
 	time.Sleep(20 * time.Millisecond) // the searchers are spinning by now
 	before := p.sched.runnable.reads.Load()

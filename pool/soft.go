@@ -3,7 +3,7 @@ package pool
 import "time"
 
 // The soft-placement patience rule. A task submitted to a node without
-// Strict (SubmitTo, Node.Submit, a Future on a Node) prefers that node:
+// Strict (Node.Submit, Async or Run on a Node) prefers that node:
 // its data is likely there. It is queued in the node's inject shard,
 // which other nodes' workers take from once they run dry, and they did
 // whenever the node fell behind for a moment: a worker held off its CPU

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +22,11 @@ func feedNode(t *testing.T, p *Pool, node int) (stop func()) {
 			close(done)
 			return
 		}
-		if err := p.SubmitToStrict(node, link); err != nil {
+		if err := p.Node(node).Strict().Submit(context.Background(), link); err != nil {
 			panic(err)
 		}
 	}
-	if err := p.SubmitToStrict(node, link); err != nil {
+	if err := p.Node(node).Strict().Submit(context.Background(), link); err != nil {
 		t.Fatal(err)
 	}
 	return func() { stopped.Store(true); <-done }
@@ -43,7 +44,7 @@ func softStream(t *testing.T, p *Pool, node, n int, d, gap time.Duration) int {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for range n {
-		if err := p.SubmitTo(node, func(w *Worker) {
+		if err := p.Node(node).Submit(context.Background(), func(w *Worker) {
 			if w.Node() != node {
 				off.Add(1)
 			}
@@ -92,7 +93,7 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 	t.Run("stalled", func(t *testing.T) {
 		release := make(chan struct{})
 		blocked := make(chan struct{})
-		if err := p.SubmitToStrict(busy, func(*Worker) { close(blocked); <-release }); err != nil {
+		if err := p.Node(busy).Strict().Submit(context.Background(), func(*Worker) { close(blocked); <-release }); err != nil {
 			t.Fatal(err)
 		}
 		defer close(release)
@@ -103,7 +104,7 @@ func TestSoftTaskWaitsForItsBusyNode(t *testing.T) {
 		var on atomic.Int64
 		start := time.Now()
 		for range n {
-			if err := p.SubmitTo(busy, func(w *Worker) {
+			if err := p.Node(busy).Submit(context.Background(), func(w *Worker) {
 				if w.Node() == idle {
 					on.Add(1)
 				}
@@ -144,12 +145,12 @@ func TestSoftTaskForABlockedNodeRuns(t *testing.T) {
 				blocked.Add(workers)
 				release := make(chan struct{})
 				for range workers {
-					if err := p.SubmitToStrict(node, func(*Worker) { blocked.Done(); <-release }); err != nil {
+					if err := p.Node(node).Strict().Submit(context.Background(), func(*Worker) { blocked.Done(); <-release }); err != nil {
 						t.Fatal(err)
 					}
 				}
 				blocked.Wait()
-				if err := p.SubmitTo(node, func(*Worker) { close(release) }); err != nil {
+				if err := p.Node(node).Submit(context.Background(), func(*Worker) { close(release) }); err != nil {
 					t.Fatal(err)
 				}
 				select {
@@ -190,11 +191,11 @@ func TestPinnedWorkLeavesOtherNodesAsleep(t *testing.T) {
 
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	if err := p.SubmitToStrict(node, func(*Worker) { close(started); <-release }); err != nil {
+	if err := p.Node(node).Strict().Submit(context.Background(), func(*Worker) { close(started); <-release }); err != nil {
 		t.Fatal(err)
 	}
 	<-started
-	if err := p.SubmitToStrict(node, func(*Worker) {}); err != nil {
+	if err := p.Node(node).Strict().Submit(context.Background(), func(*Worker) {}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)

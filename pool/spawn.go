@@ -39,6 +39,16 @@ func (w *Worker) spawnTo(g *group, t *task) {
 	w.queueIn(g, t)
 }
 
+// queueFrom queues t, made by the task running on w, for group g: in
+// w's LIFO slot for the whole pool (g nil), as Spawn, else in g's shard.
+func (w *Worker) queueFrom(g *group, t *task) {
+	if g == nil {
+		w.spawn(t, inLIFO)
+	} else {
+		w.spawnTo(g, t)
+	}
+}
+
 // spawned counts a task w made for group g's workers and wakes one of
 // them if nobody searches.
 func (w *Worker) spawned(g *group) {

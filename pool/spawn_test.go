@@ -55,7 +55,7 @@ func TestSpawnWithRunsEachOnce(t *testing.T) {
 		for rep := range 3 {
 			tr := &tree{fan: 4, depth: 8, seen: make([]atomic.Int32, total)}
 			tr.wg.Add(1)
-			if err := p.Submit(func(w *Worker) { tr.visit(w, treeNode{0, 0}) }); err != nil {
+			if err := p.Submit(context.Background(), func(w *Worker) { tr.visit(w, treeNode{0, 0}) }); err != nil {
 				t.Fatal(err)
 			}
 			within(t, hangBound, "the tree", tr.wg.Wait)
@@ -90,7 +90,7 @@ func TestSpawnWithAllocatesNothing(t *testing.T) {
 	}
 	start := func(w *Worker) { SpawnWith(w, hop, 1000) }
 	run := func() {
-		if err := p.Submit(start); err != nil {
+		if err := p.Submit(context.Background(), start); err != nil {
 			t.Fatal(err)
 		}
 		<-done
@@ -115,7 +115,7 @@ func TestSpawnWithPanicGoesToHandler(t *testing.T) {
 	}))
 	defer p.Close()
 	var ran atomic.Int32
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		for i := range 10 {
 			SpawnWith(w, func(_ *Worker, i int) {
 				if i == 3 {
@@ -147,7 +147,7 @@ func TestSpawnWithAbandonedAreCounted(t *testing.T) {
 	started, proceed := make(chan struct{}), make(chan struct{})
 	var ran atomic.Int32
 	const n = 300 // more than a ring holds: some go to the node's shard
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		for i := range n {
 			SpawnWith(w, func(*Worker, int) { ran.Add(1) }, i)
 		}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,7 @@ func onBoth(t *testing.T, p *Pool, fn func(w *Worker)) {
 	started.Add(2)
 	done.Add(2)
 	for range 2 {
-		if err := p.SubmitToStrict(p.workers[0].Node(), func(w *Worker) {
+		if err := p.Node(p.workers[0].Node()).Strict().Submit(context.Background(), func(w *Worker) {
 			defer done.Done()
 			started.Done()
 			started.Wait() // both workers busy: each task has its own

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,7 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 				}
 				stop := watchdog(t, hangBound, "the fan-out and Close")
 				for range roots {
-					if err := p.Submit(func(w *Worker) { tree(w, depth) }); err != nil {
+					if err := p.Submit(context.Background(), func(w *Worker) { tree(w, depth) }); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -81,14 +82,14 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 	}
 }
 
-// With WithStrictLoops no loop piece runs off its node: the pieces a dry
+// With WithHomeLoops no loop piece runs off its node: the pieces a dry
 // node takes from the busy one go straight back. Such a steal is not a
 // cross-node steal: the cross-node counters stay at the pieces that ran
 // off node (none), and the steals sent home are counted apart, their
 // pieces in SentHome.
 func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 	const n, grain = 4000, 4
-	p := newTestPool(t, WithSpec("2x1"), WithStrictLoops())
+	p := newTestPool(t, WithSpec("2x1"), WithHomeLoops())
 	nodeOf := make([]int, n)
 	split := p.Split(n)
 	for _, b := range split {
@@ -100,7 +101,7 @@ func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 	var offNode atomic.Int64
 	stop := watchdog(t, hangBound, "the loops and Close")
 	for range 5 {
-		err := p.ParallelFor(n, grain, func(w *Worker, lo, hi int) {
+		err := p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				if nodeOf[i] != w.Node() {
 					offNode.Add(1)
@@ -110,6 +111,7 @@ func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
 				}
 			}
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +125,7 @@ func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
 		st.StealsCrossNode, st.TasksStolenCrossNode, st.StealsSentHome, st.SentHome)
 	if offNode.Load() != 0 {
-		t.Fatalf("WithStrictLoops: %d indexes ran off their node", offNode.Load())
+		t.Fatalf("WithHomeLoops: %d indexes ran off their node", offNode.Load())
 	}
 	if st.StealsCrossNode != 0 || st.TasksStolenCrossNode != 0 {
 		t.Errorf("no piece ran off its node, but Stats count %d cross-node steals of %d tasks",

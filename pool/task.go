@@ -3,11 +3,11 @@ package pool
 import "sync"
 
 // task is one unit of work in a queue: what it does, and where it may
-// run. home >= 0 keeps it inside that node group (SubmitToStrict, a loop's
+// run. home >= 0 keeps it inside that node group (a Strict Node, a loop's
 // node block): it is queued in the group's pinned shard, which only the
 // group's workers read, and a worker of another node that gets it anyway
 // (a loop piece) sends it home. noHome lets it run anywhere; a soft
-// SubmitTo's task prefers its group g, with home preferHome(g), below
+// Node's task prefers its group g, with home preferHome(g), below
 // noHome: other nodes leave it to g while g keeps up (soft.go).
 type task struct {
 	job  job

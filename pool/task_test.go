@@ -24,7 +24,7 @@ func TestSpawnReusesRecords(t *testing.T) {
 	var wg sync.WaitGroup
 	wave := func() {
 		wg.Add(fan)
-		err := p.Submit(func(w *Worker) {
+		err := p.Submit(context.Background(), func(w *Worker) {
 			for i := range fan {
 				w.Spawn(func(*Worker) { counts[i].Add(1); wg.Done() })
 			}
@@ -64,7 +64,7 @@ func TestQueuesHoldFunctions(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	var records, functions int
-	err := p.Submit(func(w *Worker) {
+	err := p.Submit(context.Background(), func(w *Worker) {
 		for i := range n {
 			w.Spawn(func(*Worker) { counts[i].Add(1); wg.Done() })
 		}
@@ -110,7 +110,7 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 	started, proceed := make(chan struct{}), make(chan struct{})
 	var ran atomic.Int32
 	var waitErr error
-	if err := p.Submit(func(w *Worker) {
+	if err := p.Submit(context.Background(), func(w *Worker) {
 		close(started)
 		<-proceed // the Shutdown has given up
 		f := Async(w.Pool().Node(node), func(*Worker) (int, error) { ran.Add(1); return 0, nil })
@@ -121,7 +121,7 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 	<-started // the only worker is busy: what follows stays queued
 	const n = 10
 	for range n {
-		if err := p.Submit(func(*Worker) { ran.Add(1) }); err != nil {
+		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -130,7 +130,7 @@ func onEveryWorker(t *testing.T, p *Pool) {
 	started := make(chan struct{}, n)
 	release := make(chan struct{})
 	for range n {
-		if err := p.Submit(func(*Worker) {
+		if err := p.Submit(context.Background(), func(*Worker) {
 			started <- struct{}{}
 			<-release
 		}); err != nil {
@@ -154,7 +154,7 @@ func TestWorkerCountOverThreadLimit(t *testing.T) {
 		want string
 	}{
 		{"WithWorkers", []Option{WithWorkers(over)}, nil, fmt.Sprintf("pool: %d workers", over)},
-		{EnvNumWorkers, nil, map[string]string{EnvNumWorkers: fmt.Sprint(over)}, fmt.Sprintf("pool: %s=%d: %d workers", EnvNumWorkers, over, over)},
+		{envNumWorkers, nil, map[string]string{envNumWorkers: fmt.Sprint(over)}, fmt.Sprintf("pool: %s=%d: %d workers", envNumWorkers, over, over)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := newPool(tc.opts, env(tc.env))

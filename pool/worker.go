@@ -649,7 +649,7 @@ func (w *Worker) sleep(until time.Time) bool {
 }
 
 // spin keeps a searcher searching for the block time before it parks
-// (WithWaitPolicy, WithBlockTime). Waking a parked thread costs tens of
+// (WithBlockTime). Waking a parked thread costs tens of
 // microseconds; a searcher that stays awake is also what tells busy
 // workers (through Join's lazy splitting) to expose work. At most half
 // the workers search, so at most half spin.
@@ -658,8 +658,8 @@ func (w *Worker) sleep(until time.Time) bool {
 // so while it spins, a goroutine that waits for a processor (a task's
 // waiter, or a worker just woken) may wait for this very one. When the
 // searcher sees that twice in a row, a few microseconds apart (crowding),
-// it gives way: with a block time (Passive, or any explicit one) it
-// parks, without one (Active) it yields once.
+// it gives way: with a block time (the passive policy) it parks, without
+// one (the active policy) it yields once.
 func (w *Worker) spin() item {
 	p := w.pool
 	limit := p.cfg.spinFor()

@@ -18,7 +18,7 @@ func explainCmd(args []string, stdout io.Writer) error {
 	places := fs.String("places", "", "threads, cores, ll_caches, numa_domains, none or goroutines")
 	mode := fs.String("steal", "", "hierarchical or flat")
 	spec := fs.String("spec", "", "synthetic topology")
-	strict := fs.Bool("strict", false, "fail when placement cannot be honoured")
+	required := fs.Bool("required-placement", false, "fail when placement cannot be honoured")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,8 +43,8 @@ func explainCmd(args []string, stdout io.Writer) error {
 	if *spec != "" {
 		opts = append(opts, pool.WithSpec(*spec))
 	}
-	if *strict {
-		opts = append(opts, pool.WithStrict())
+	if *required {
+		opts = append(opts, pool.WithRequiredPlacement())
 	}
 	p, err := pool.New(opts...)
 	if err != nil {

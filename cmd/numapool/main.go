@@ -5,7 +5,7 @@
 //
 //	numapool topo [--json] [--sysfs DIR] [--spec SPEC]
 //	numapool bench [--workload W] [--contender C] [--mode C] [--reps N] [--size S] [--spec SPEC] [--json|--csv]
-//	numapool explain [--workers N] [--places P] [--steal MODE] [--spec SPEC] [--strict]
+//	numapool explain [--workers N] [--places P] [--steal MODE] [--spec SPEC] [--required-placement]
 //
 // Exit status: 0 on success, 1 when the command fails while running, 2 on
 // bad usage (an unknown flag, an unreadable directory, a bad spec), with a
@@ -38,7 +38,7 @@ commands:
           --workload W,... --contender C,... --mode C --reps N --size quick|full|F
           --spec SPEC --json --csv --plot FILE.svg
   explain start a pool and show where its workers are and how they are bound
-          --workers N --places P --steal MODE --spec SPEC --strict
+          --workers N --places P --steal MODE --spec SPEC --required-placement
           (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES,
            _WAIT_POLICY, _BLOCKTIME)
 `

@@ -53,7 +53,7 @@ func parseRecord(line []byte) (category []byte, amount int64, err error) {
 
 func aggregateNumapool(ctx context.Context, p *pool.Pool, lines [][]byte) (map[string]int64, error) {
 	sums := pool.NewPerWorker(p, func() map[string]int64 { return map[string]int64{} })
-	err := p.ParallelForErr(ctx, len(lines), csvGrain, func(w *pool.Worker, lo, hi int) error {
+	err := p.ParallelFor(ctx, len(lines), csvGrain, func(w *pool.Worker, lo, hi int) error {
 		m := *sums.Get(w)
 		for i := lo; i < hi; i++ {
 			cat, amount, err := parseRecord(lines[i])

@@ -28,21 +28,23 @@ func triadAllocNumapool(p *pool.Pool, n int) (a, b, c []float64, release func() 
 		return nil, nil, nil, nil, err
 	}
 	a, b, c = s[:n], s[n:2*n], s[2*n:]
-	err = p.ParallelFor(n, triadGrain, func(_ *pool.Worker, lo, hi int) {
+	err = p.ParallelFor(context.Background(), n, triadGrain, func(_ *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 0, float64(i%1000), float64(i%7)
 		}
+		return nil
 	})
 	return a, b, c, release, err
 }
 
 func triadNumapool(p *pool.Pool, a, b, c []float64, s float64, steps int) error {
 	for range steps {
-		err := p.ParallelFor(len(a), triadGrain, func(_ *pool.Worker, lo, hi int) {
+		err := p.ParallelFor(context.Background(), len(a), triadGrain, func(_ *pool.Worker, lo, hi int) error {
 			a, b, c := a[lo:hi], b[lo:hi], c[lo:hi]
 			for i := range a {
 				a[i] = b[i] + s*c[i]
 			}
+			return nil
 		})
 		if err != nil {
 			return err
@@ -59,7 +61,7 @@ func triadNodes(p *pool.Pool, a, b, c []float64, s float64, steps int) error {
 		for _, blk := range p.Split(len(a)) {
 			node := p.Node(blk.Node).Strict()
 			futures = append(futures, pool.Async(node, func(w *pool.Worker) (struct{}, error) {
-				g := w.Group(context.Background())
+				g := w.Pool().Group(context.Background())
 				for lo := blk.Lo; lo < blk.Hi; lo += triadGrain {
 					hi := min(lo+triadGrain, blk.Hi)
 					g.Go(func(*pool.Worker) error {

@@ -1,6 +1,7 @@
 package poolvar_test
 
 import (
+	"context"
 	"encoding/json"
 	"expvar"
 	"net/http/httptest"
@@ -22,7 +23,7 @@ func TestPublishOverHTTP(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(100)
 	for range 100 {
-		if err := p.Submit(func(*pool.Worker) { wg.Done() }); err != nil {
+		if err := p.Submit(context.Background(), func(*pool.Worker) { wg.Done() }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -107,25 +107,31 @@ func render(pkg string, lines []string) string {
 // package's tests.
 func list(dir string) ([]string, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		n := fi.Name()
-		ok, err := linux.MatchFile(dir, n)
-		return err == nil && ok && !strings.HasSuffix(n, "_test.go")
-	}, parser.ParseComments)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var files []*ast.File
-	var name string
-	for n, p := range pkgs {
-		name = n
-		for _, f := range p.Files {
-			files = append(files, f)
+	names := map[string]bool{}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
 		}
+		if ok, err := linux.MatchFile(dir, n); err != nil || !ok {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		names[f.Name.Name] = true
 	}
-	if len(pkgs) != 1 {
-		return nil, fmt.Errorf("%s: want one package, found %d", dir, len(pkgs))
+	if len(names) != 1 {
+		return nil, fmt.Errorf("%s: want one package, found %d", dir, len(names))
 	}
+	name := files[0].Name.Name
 	dp, err := doc.NewFromFiles(fset, files, "github.com/numapool/numapool/"+name)
 	if err != nil {
 		return nil, err

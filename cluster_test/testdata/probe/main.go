@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -107,7 +108,7 @@ func run(spec string) (r Report) {
 	var done sync.WaitGroup
 	for range n {
 		done.Add(1)
-		_ = p.Submit(func(w *pool.Worker) {
+		_ = p.Submit(context.Background(), func(w *pool.Worker) {
 			defer done.Done()
 			record(w)
 			arrived.Done()
@@ -121,7 +122,7 @@ func run(spec string) (r Report) {
 	done.Wait()
 	for range 200 * n {
 		done.Add(1)
-		_ = p.Submit(func(w *pool.Worker) {
+		_ = p.Submit(context.Background(), func(w *pool.Worker) {
 			defer done.Done()
 			for deadline := time.Now().Add(50 * time.Microsecond); time.Now().Before(deadline); {
 			}
