@@ -40,9 +40,9 @@ type ring[T any] struct {
 	// CAS by the owner (pop, overflow) and by thieves (claim, commit).
 	//
 	// head and tail share a cache line, as in Tokio: every push, pop and
-	// steal touches both, so separate lines only doubled the coherence
-	// traffic (a padded variant stole at half the rate in
-	// BenchmarkSteal).
+	// steal touches both, so separate lines would double the coherence
+	// traffic, each operation moving two lines between cores instead of
+	// one (BenchmarkSteal measures it).
 	head atomic.Uint64
 	// tail is written only by the owner; its store publishes the slot
 	// written before it to thieves, whose load of tail pairs with it.
@@ -283,8 +283,8 @@ func (s *Stealer[T]) stealInto(d *ring[T], dstTail uint32) uint32 {
 		// Under -race, let the owner and the other thieves run while this
 		// steal holds its claim, a window that is otherwise a few
 		// nanoseconds wide (the runtime randomises its scheduler under
-		// -race for the same reason): tests then meet steals in progress
-		// in most runs.
+		// -race for the same reason), so that tests meet steals in
+		// progress.
 		runtime.Gosched()
 	}
 	first, _ := unpack(prev)
