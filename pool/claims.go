@@ -10,8 +10,8 @@ import (
 // pools placed there. A pool started while others run gives its workers
 // the least-claimed CPUs of each node first: with per-CPU bindings every
 // pool would otherwise put its first worker on the same core (two
-// one-worker pools pinned to `cores` ran their loops on one CPU, twice as
-// long, while the other idled).
+// one-worker pools pinned to `cores` would share one CPU, each at half
+// speed, while another CPU idles).
 var cpuClaims = struct {
 	sync.Mutex
 	n map[int]int

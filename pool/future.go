@@ -100,12 +100,13 @@ func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
 // Wait in one call. On the calling task's own worker it simply calls fn
 // (panics still come back as a *PanicError).
 //
-// Cost, from outside the pool on a 2-CPU VM: a round trip is about 1 µs
-// when calls come back to back (a worker is still searching and the
-// waiter's short spin sees the result; BenchmarkPingPongRun), and about
-// 30 µs when a parked worker's thread must be woken; a goroutine and a
-// channel cost about 0.3 µs. Offload batches (Async many, then Wait; a
-// Group; ParallelFor) rather than one small job at a time.
+// Cost, from outside the pool: a round trip costs a few times what a
+// goroutine and a channel do when calls come back to back (a worker is
+// still searching and the waiter's short spin sees the result;
+// BenchmarkPingPongRun), and a thread wake-up more, tens of
+// microseconds, when a parked worker's thread must be woken. Offload
+// batches (Async many, then Wait; a Group; ParallelFor) rather than one
+// small job at a time.
 func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 	if w, ok := on.(*Worker); ok {
 		if fn == nil {
@@ -167,13 +168,13 @@ func (f *Future[T]) Wait() (T, error) {
 }
 
 // A waiter outside the pool looks at a result outsideLooks times in a
-// row, then yields its processor, outsideSpins times over (about 16 µs
-// here), before it blocks on a channel. Yielding after every look gave
-// up after about 5 µs, and a hand-off that took longer (a worker just
-// woken, a slow minute of the host) cost a thread wake-up on top:
-// BenchmarkPingPongRun's p99 was 1.2-34 µs, 15 at the median of 11 runs
-// (43-57 µs in a slow minute), and 1.1-2.7 µs, 1.2 at the median of 9
-// (3.1 µs), with the looks, for about 10 ns more at the median.
+// row, then yields its processor, outsideSpins times over, before it
+// blocks on a channel. A hand-off that outlasts the spin costs a thread
+// wake-up on top, so the spin must cover the slow hand-offs too (a
+// worker just woken, a busy host), not only the usual one. A yield with
+// nothing else to run returns at once, so yields alone would give up
+// too soon; the looks between them stretch the spin for the price of a
+// few loads.
 const (
 	outsideSpins = 64
 	outsideLooks = 32

@@ -8,8 +8,9 @@ import (
 	"strconv"
 )
 
-// cheapGID: here gid parses runtime.Stack (about a microsecond), so only
-// race-enabled builds check the owner of a Worker on its hot methods.
+// cheapGID: without the g register gid parses runtime.Stack (about a
+// microsecond), so only race-enabled builds check the owner of a Worker
+// on its hot methods.
 const cheapGID = false
 
 // gid identifies the calling goroutine by its id.

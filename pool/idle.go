@@ -68,6 +68,103 @@ import (
 // Tests: TestNoLostWakeups and TestStrictBurstsNoLostWakeups (100 000
 // hand-offs each to a pool that parks between them, under -race and with
 // 4-slot queues in CI), TestIdleCPU (a parked pool costs no CPU).
+//
+// The worker states. Below, S is idle.searching, gS the worker's group's
+// searching, U idle.unparked and gZ the group's sleeping; each change is
+// one atomic add, made in the order written. Parked and timed park are
+// one state: a worker that keeps off a node (keepOff) parks timed, and
+// Worker.sleep also wakes it when the first keep-off ends.
+//
+//	         (1)
+//	       +------+
+//	       v      |
+//	      running-+-----------(2)-----------> searching <---+
+//	      | ^ ^ ^                             | |           |
+//	      | | | +-------------(4)-------------+ |           |
+//	      | | |                                (5)          |
+//	      | | |                                 v           |
+//	      | | +-------------(6)-------------- spinning      |
+//	      | |                                   |           |
+//	     (3)|                                  (7)         (8)
+//	      | |                                   v           |
+//	      +-|-------------------------------> parked -------+
+//	        |                                 timed park
+//	        |                                   |    |
+//	        +----------------(9)----------------+    +-(10)---> ends
+//
+//	(1)  next finds a task of its own (LIFO slot, run queue, the node's
+//	     shards): no counter changes.
+//	(2)  next finds nothing and tryStartSearching admits the worker: S+1,
+//	     then gS+1; it looks at the other workers and the shards (search).
+//	(3)  next finds nothing and tryStartSearching refuses (half the
+//	     workers search): toParked without a search, gZ+1 then U-1; if S
+//	     is then 0 it re-checks every queue (wakeForPending).
+//	(4)  search finds a task; run ends the search (stopSearching): gS-1,
+//	     then S-1; the one that brings S to 0 wakes another (notify) if
+//	     tasks are making tasks or more work is queued.
+//	(5)  search finds nothing: spin repeats next and search for the block
+//	     time; no counter changes, the worker still counts in S and gS.
+//	(6)  a look finds a task: as (4).
+//	(7)  the block time ends, the searcher gives way (crowding) or the
+//	     pool closes: toParked after a search, gZ+1, U-1, gS-1, then S-1;
+//	     the one that brings S to 0 re-checks every queue.
+//	(8)  notify or wakeMore takes the worker that parked last off the
+//	     sleepers (unparkLocked, under idle.mu): gZ-1, S+1, gS+1, then
+//	     U+1, and sends its token: the worker wakes searching.
+//	(9)  the keep-off of a timed park ends, or Close wakes every worker to
+//	     look once more: unparkSelf, gZ-1 then U+1 (unless (8) took it
+//	     first: then it wakes searching). A stale token leaves it parked.
+//	(10) the pool is drained or aborting: unparkSelf, and the worker ends.
+//
+// Waiting inside a task. A task that waits for work it handed out (Join
+// whose b was taken, Group.Wait, Future.Wait, a loop's pieces) makes its
+// worker a waiting one:
+//
+//	running a task --(a) it waits--> the states above, with an exit
+//	      ^                                        |
+//	      +---------(b) what it waits for is done--+
+//
+// A waiting worker runs the loop of an idle one, with the same counters,
+// and looks at its condition between tasks and, once registered parked,
+// before it sleeps. It sleeps through the same protocol (toParked, the
+// re-check, the token) and is woken by whoever completes what it waits
+// for (the thief that ran b, the group's last function, the future's
+// completer, the loop's last piece), which takes it off the sleepers
+// (gZ-1, U+1) without counting it as searching: it goes back to its
+// task. A search it leaves because the condition holds ends as in (4),
+// without a task. It never takes (10): a task is on its stack, and the
+// worker ends only once that task returns.
+//
+// The invariant gS <= S. notifyFrom's per-node fast path returns when
+// the task's group has a searcher (gS != 0) without reading S. By the
+// handshake above that is safe only if S is nonzero too at that point of
+// the total order: then the worker that brings S to 0 does so after the
+// task was stored, and re-checks. The update order keeps every group's
+// gS, and their sum, at most S at every point: S is incremented first
+// and decremented last. tryStartSearching and unparkLocked add to S
+// before gS; stopSearching and toParked take from gS before S. So a load
+// that sees gS != 0 comes before that searcher's S-1, while S > 0. What
+// a reader can see in between, and why it is harmless:
+//   - S+1 made, gS+1 not yet (a search starting, a worker being woken):
+//     notifyFrom sees gS == 0 and reads on. With a sleeper in the group
+//     it may wake it, a wake-up more than needed, which only adds a
+//     searcher (rule 2); without one it returns on S != 0, and whoever
+//     brings S to 0 later re-checks.
+//   - gS-1 made, S-1 not yet (a search ending, a searcher parking): the
+//     same two cases. The S-1 that follows comes after the task was
+//     stored, and if it brings S to 0 its maker re-checks (toParked's
+//     recheck, run's queuedAnywhere).
+//   - gS and S are two loads, and either may change between them: gS ==
+//     0 then S == 0 leads only to the locked path, which at worst wakes a
+//     sleeper for nothing.
+//
+// The decrement order is the one the handshake cannot do without. Were S
+// taken first, a searcher A of group g could take S from 2 to 1 while B,
+// of another group, brought it to 0 and re-checked before the task was
+// stored; notify would then see A's gS == 1 and return, and A, not the
+// last, would park without a re-check, leaving the task with every
+// worker asleep. The increment order keeps the invariant while a search
+// starts: a starter counts in gS only once it counts in S.
 type idle struct {
 	p         *sched
 	searching atomic.Int32 // workers searching

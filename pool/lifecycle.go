@@ -405,8 +405,8 @@ func (p *sched) queuedAnywhere() bool {
 // workerEnded is called by each worker as it ends; the last one counts
 // what is left (nothing, after a drain), gives the CPUs back and closes
 // done, and only then completes the waiters of what is left: Shutdown
-// keeps its deadline however long the backlog (a million queued tasks
-// take tens of milliseconds to walk). After a sweep it waits for the
+// keeps its deadline however long the backlog (walking a million queued
+// tasks can take longer than shutdownSlack). After a sweep it waits for the
 // sweep, then drops what tasks queued since, counting as it goes, and
 // closes done last.
 func (p *sched) workerEnded() {

@@ -96,7 +96,7 @@ func (p *sched) split(n int) []NodeBlock {
 // length). Tests: TestParallelForDryNodeLeavesFreshWorkAlone (a dry node
 // sends fresh pieces home at most once per crossNodeAfter per worker),
 // TestParallelForSplitIsStable, and TestFirstTouchLocality in numa_test
-// (pages and the work on them stay on one node in VMs).
+// (pages and the work on them stay on one node).
 const crossNodeAfter = 2 * time.Millisecond
 
 type forState struct {

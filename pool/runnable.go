@@ -69,12 +69,12 @@ func (g *runnableGauge) waiting(now int64, sample []metrics.Sample) (seq uint64,
 // waiting for a processor. One sighting is not enough to give way: a
 // goroutine outside the pool that waits for a result yields its processor
 // while it waits (spinUntil), and is runnable for a moment each time.
-// Parking on such a sighting put a thread wake-up, tens of microseconds, on
-// the next hand-off: in the suite's ping-pong (2 CPUs, six pools of seven
-// runs each) a pool parked 94 times per 5000 hand-offs at the median and
-// its p99 was 21 µs; waiting for a second sighting made that 51 parks and
-// 8 µs. A look that finds no new reading (the last is still the one it
-// saw before) counts for nothing.
+// Parking on such a sighting puts a thread wake-up, tens of microseconds,
+// on the next hand-off. Two looks in a row, a few microseconds apart,
+// rarely both catch such a moment, while a goroutine that really waits for
+// a processor is seen by both: so a searcher gives way on the second. A
+// look that finds no new reading (the last is still the one it saw
+// before) counts for nothing.
 type crowding struct {
 	seen int    // looks in a row that saw goroutines waiting
 	last uint64 // the number of the reading the last look saw

@@ -11,8 +11,8 @@ import "time"
 // Go scheduler's or the kernel's time slice) lets its node's tasks queue
 // up while the other nodes are dry, and moving them gives up the locality
 // asked for to make up a lag the node makes up by itself
-// (TestSoftLocalityOutsideSubmitter: 1-13% of such tasks ran off node in
-// VMs, up to 36% with one worker per node).
+// (TestSoftLocalityOutsideSubmitter counts such tasks; a node of one
+// worker lags whenever that worker is held off its CPU).
 //
 // So a worker that gets a task preferring another node runs it only if
 // that node lags: none of its workers ran a stretch of tasks (tune) or
@@ -27,16 +27,17 @@ import "time"
 // (Worker.sleep), so a node that stops keeping up gets help within
 // softPatience. Loop pieces have the same rule by their age (parallel.go).
 //
-// softPatience is tuned by measurement (numa_test's stream, 2x1 VM, 3
-// runs each): 2ms moved 4.2-8.8% of the tasks, 5ms 1.9-6.2%, 10ms 0-2.4%,
-// 20ms 0-4.0%. It is about the Go scheduler's time slice (a goroutine is
-// preempted after 10ms).
+// softPatience is about the Go scheduler's time slice (a goroutine is
+// preempted after 10ms): a node whose workers lost their CPUs to a time
+// slice makes the lag up within about that long. A shorter patience moves
+// tasks for lags the node makes up by itself; a longer one leaves a
+// stalled node without help for longer. (numa_test's stream measures the
+// share of tasks moved.)
 //
-// softBacklog is twice that: what still moves in that stream is the tail
-// of the node that lagged (the submitter's CPU time came out of its
-// workers), and with the bound at 10ms a 2x2 VM moved up to 6.7% of the
-// tasks, at 20ms 0-0.1% (4 runs; 2x1 0%, 4x1 0-11%), while a backlog of
-// 100ms on one node still had 18-64% of it run by the idle nodes.
+// softBacklog is twice that: what still moves at softPatience is the tail
+// of a node that lagged (a submitter's CPU time came out of its workers),
+// which twice the patience keeps at home, while a real backlog, many
+// times the bound, is still shared with the idle nodes.
 //
 // Tests: TestSoftTaskWaitsForItsBusyNode (a node that keeps up keeps its
 // tasks; a backlog and a stalled node get help),

@@ -9,19 +9,18 @@ import (
 // run on any of them, and the kernel decides which: a thread woken while
 // a worker runs is often queued on that worker's CPU and waits there, or
 // shares it, until the load balancer moves it, which can take
-// milliseconds with another CPU idle all along (fib with a cutoff of 20
-// in the suite: one repetition in five ran at sequential speed, both
-// workers' getcpu(2) reporting the same CPU). So:
+// milliseconds with another CPU idle all along, and two workers that
+// share a CPU run at the speed of one. So:
 //
 //   - a worker that wakes a parked one first aims it (aim): it binds the
 //     parked worker's thread to the CPUs of its node that no awake worker
 //     of the node reported and the waker is not on, so that the kernel
 //     wakes it on one of them (all of them, not one: a thread of another
 //     program may hold any one CPU for milliseconds). A goroutine outside
-//     the pool that wakes a worker does not: it is about to wait, and on
-//     this VM waking a thread on an idle CPU cost the hand-off 20-30 µs
-//     more than on the waker's (BenchmarkPingPongRunBlock0, p50 16-29 ->
-//     43-47 µs);
+//     the pool that wakes a worker does not: it is about to wait, so its
+//     CPU is about to be free, while a thread woken on an idle CPU waits
+//     for that CPU to leave its idle state, which costs the hand-off more
+//     (BenchmarkPingPongRunBlock0 measures it);
 //   - the waker reads its own CPU as it aims and reports it first: a
 //     worker in a long recursion of Forks runs few tasks, and its last
 //     report may name a CPU it has left;

@@ -414,8 +414,8 @@ func (w *Worker) search() item {
 // searcher of its own, which will find g's work. Such a searcher is often
 // a worker just woken for that work, whose goroutine waits for a
 // processor or whose thread waits for its CPU: a thief that took the work
-// meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter in
-// a 2x2 VM: 14-23% of the tasks off node without this rule, 4-13% with it).
+// meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter
+// counts such tasks).
 func (w *Worker) leavesAlone(g int) bool {
 	return w.keepOff.holds(g) || w.pool.groups[g].searching.Load() > 0
 }

@@ -28,21 +28,44 @@ func unpack(h uint64) (steal, real uint32) { return uint32(h >> 32), uint32(h) }
 
 // ring is the state the owner and the thieves share.
 //
-// Slots in [steal, tail) hold tasks. Of those, [steal, real) are being
-// copied out by the one thief that claimed them (empty when steal ==
-// real); [real, tail) belong to whoever advances real first: the owner
-// popping or a thief claiming. Only the owner writes slots, and only at
-// tail, which it may do while tail-steal < Capacity: a slot a thief is
-// copying is never overwritten.
+// Slots in [steal, tail) hold tasks or are being emptied; the other
+// Capacity-(tail-steal) are free. With no steal in progress steal ==
+// real. A thief's claim of n moves real alone, so [steal, steal+n) are
+// that thief's to copy out; slots the owner pops meanwhile move real
+// further, so [steal+n, real) are the owner's; [real, tail) belong to
+// whoever advances real first: the owner popping or a thief claiming.
+// The thief's commit moves steal up to real, freeing both its slots and
+// those the owner popped during the steal.
+//
+// A slot is written only by whoever holds it, and each slot has one
+// holder at a time:
+//   - a free slot, by the owner: Push and PushBatch fill it at tail,
+//     while tail-steal < Capacity, then publish it with the release store
+//     of tail; a worker that steals into its own ring (StealInto's dst)
+//     fills free slots of that ring the same way, as its owner;
+//   - a slot in [real, tail), by nobody: it is read by whoever claims
+//     it, a thief after its acquire load of tail;
+//   - a slot the owner moved real past (Pop, or both indexes in
+//     takeHalf), by the owner, which zeroes it after reading it;
+//   - a slot a thief claimed, by that thief, which zeroes it after
+//     copying it out and before its commit CAS moves steal past it.
+//
+// So the owner and the thieves all write slots, never the same one at
+// once: the owner's pushes stay outside [steal, tail), and a zeroing is
+// done only by the one whose CAS of head claimed the slot. A slot a
+// thief zeroed becomes free at its commit CAS, and the owner writes it
+// again only after its acquire load of head has seen that commit
+// (Push's tail-steal < Capacity), so the zeroing happens before the
+// reuse.
 type ring[T any] struct {
 	_ cpu.CacheLinePad
 	// head packs steal (high 32 bits) and real (low 32 bits). Written with
 	// CAS by the owner (pop, overflow) and by thieves (claim, commit).
 	//
 	// head and tail share a cache line, as in Tokio: every push, pop and
-	// steal touches both, so separate lines only doubled the coherence
-	// traffic (a padded variant stole at half the rate in
-	// BenchmarkSteal).
+	// steal touches both, so separate lines would double the coherence
+	// traffic, each operation moving two lines between cores instead of
+	// one (BenchmarkSteal measures it).
 	head atomic.Uint64
 	// tail is written only by the owner; its store publishes the slot
 	// written before it to thieves, whose load of tail pairs with it.
@@ -283,8 +306,8 @@ func (s *Stealer[T]) stealInto(d *ring[T], dstTail uint32) uint32 {
 		// Under -race, let the owner and the other thieves run while this
 		// steal holds its claim, a window that is otherwise a few
 		// nanoseconds wide (the runtime randomises its scheduler under
-		// -race for the same reason): tests then meet steals in progress
-		// in most runs.
+		// -race for the same reason), so that tests meet steals in
+		// progress.
 		runtime.Gosched()
 	}
 	first, _ := unpack(prev)
