@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -342,22 +343,15 @@ func WriteJSON(w io.Writer, results []Result) error {
 // WriteCSV writes one row per repetition, with numapool's counters.
 func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
-	head := []string{"workload", "contender", "rep", "value", "unit", "na", "extra",
-		"tasks_run", "spawned", "lifo_hits", "inject_pulls", "steals_in_node", "steals_cross_node",
-		"tasks_stolen_in_node", "tasks_stolen_cross_node", "parks", "overflows", "sent_home", "spreads"}
+	names, _ := counterColumns(nil)
+	head := append([]string{"workload", "contender", "rep", "value", "unit", "na", "extra"}, names...)
 	if err := cw.Write(head); err != nil {
 		return err
 	}
 	for _, r := range results {
 		row := []string{r.Workload, r.Contender, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 6, 64), r.Unit, r.NA, extras(r.Extra)}
-		if s := r.Stats; s != nil {
-			for _, v := range []uint64{s.TasksRun, s.Spawned, s.LIFOHits, s.InjectPulls, s.StealsInNode, s.StealsCrossNode,
-				s.TasksStolenInNode, s.TasksStolenCrossNode, s.Parks, s.Overflows, s.SentHome, s.Spreads} {
-				row = append(row, strconv.FormatUint(v, 10))
-			}
-		} else {
-			row = append(row, make([]string, 12)...)
-		}
+		_, values := counterColumns(r.Stats)
+		row = append(row, values...)
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -387,4 +381,20 @@ func SelectWorkloads(names string) ([]Workload, error) {
 		out = append(out, all[i])
 	}
 	return out, nil
+}
+
+// counterColumns returns the names of pool.Counters' fields as their JSON
+// names, and c's values as text ("" for each when c is nil), in field
+// order: every counter the pool has, so a new one gets its column.
+func counterColumns(c *pool.Counters) (names, values []string) {
+	t := reflect.TypeFor[pool.Counters]()
+	for i := range t.NumField() {
+		names = append(names, strings.Split(t.Field(i).Tag.Get("json"), ",")[0])
+		v := ""
+		if c != nil {
+			v = strconv.FormatUint(reflect.ValueOf(*c).Field(i).Uint(), 10)
+		}
+		values = append(values, v)
+	}
+	return names, values
 }

@@ -475,5 +475,9 @@ func locality(p *pool.Pool, n int) (share, crossPerM float64) {
 	}
 	wg.Wait()
 	after := p.Stats().Total
-	return 100 * float64(local.Load()) / float64(n), float64(after.StealsCrossNode-before.StealsCrossNode) * 1e6 / float64(n)
+	return 100 * float64(local.Load()) / float64(n), float64(crossTakes(after)-crossTakes(before)) * 1e6 / float64(n)
 }
+
+// crossTakes counts takes of work from another node: steals from its
+// workers and pulls from its inject shard.
+func crossTakes(c pool.Counters) uint64 { return c.StealsCrossNode + c.InjectPullsCrossNode }

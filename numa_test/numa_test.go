@@ -485,7 +485,11 @@ func fixedBatch(t *testing.T, p *pool.Pool, submit func(int, func(*pool.Worker))
 	wg.Wait()
 	_ = p.Close() // publishes every worker's counters
 	after := p.Stats().Total
-	return nOff.Load(), nTotal.Load(), after.StealsCrossNode - before.StealsCrossNode, after.TasksStolenCrossNode - before.TasksStolenCrossNode
+	// Takes from other nodes: steals from their workers and pulls from
+	// their inject shards.
+	steals = after.StealsCrossNode + after.InjectPullsCrossNode - before.StealsCrossNode - before.InjectPullsCrossNode
+	stolen = after.TasksStolenCrossNode + after.TasksPulledCrossNode - before.TasksStolenCrossNode - before.TasksPulledCrossNode
+	return nOff.Load(), nTotal.Load(), steals, stolen
 }
 
 // With work only on node 0, all of node 0's workers take part and other

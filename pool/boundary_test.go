@@ -1270,20 +1270,20 @@ func TestStatsJSON(t *testing.T) {
 			}
 		}
 	}
-	has(doc, "the stats", "submitted", "queued", "running", "total", "nodes", "workers")
+	has(doc, "the stats", "submitted", "queued", "busy_workers", "total", "nodes", "workers")
 	has(doc["total"], "total", "completed", "panicked", "tasks_run")
 	nodes, _ := doc["nodes"].([]any)
 	if len(nodes) != 2 {
 		t.Fatalf("nodes: %s", raw)
 	}
 	for i, n := range nodes {
-		has(n, fmt.Sprintf("nodes[%d]", i), "node", "submitted", "queued", "running", "completed", "panicked")
+		has(n, fmt.Sprintf("nodes[%d]", i), "node", "submitted", "queued", "busy_workers", "completed", "panicked")
 	}
 
 	// Running and Queued are read at the call. Idle, the workers park.
-	if !eventually(hangBound, func() bool { st := p.Stats(); return st.Running == 0 && st.Queued == 0 }) {
+	if !eventually(hangBound, func() bool { st := p.Stats(); return st.BusyWorkers == 0 && st.Queued == 0 }) {
 		st := p.Stats()
-		t.Errorf("idle pool: running %d, queued %d; want 0, 0", st.Running, st.Queued)
+		t.Errorf("idle pool: running %d, queued %d; want 0, 0", st.BusyWorkers, st.Queued)
 	}
 	// Hold both workers, and queue strict work behind node 0's.
 	hold := make(chan struct{})
@@ -1301,9 +1301,9 @@ func TestStatsJSON(t *testing.T) {
 		}
 	}
 	st := p.Stats()
-	if st.Running != 2 || st.Queued != 5 || st.Nodes[0].Queued != 5 || st.Nodes[1].Queued != 0 {
+	if st.BusyWorkers != 2 || st.Queued != 5 || st.Nodes[0].Queued != 5 || st.Nodes[1].Queued != 0 {
 		t.Errorf("with both workers held and 5 tasks queued on node %d: running %d, queued %d (per node %d, %d); want 2, 5 (5, 0)",
-			p.Nodes()[0], st.Running, st.Queued, st.Nodes[0].Queued, st.Nodes[1].Queued)
+			p.Nodes()[0], st.BusyWorkers, st.Queued, st.Nodes[0].Queued, st.Nodes[1].Queued)
 	}
 	close(hold)
 
@@ -1347,16 +1347,16 @@ func TestStatsRunningIsZeroAfterClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !eventually(hangBound, func() bool { return p.Stats().Running == 0 }) {
-		t.Errorf("idle pool: running %d, want 0", p.Stats().Running)
+	if !eventually(hangBound, func() bool { return p.Stats().BusyWorkers == 0 }) {
+		t.Errorf("idle pool: running %d, want 0", p.Stats().BusyWorkers)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	st := p.Stats()
-	if st.Running != 0 || st.Nodes[0].Running != 0 || st.Nodes[1].Running != 0 {
+	if st.BusyWorkers != 0 || st.Nodes[0].BusyWorkers != 0 || st.Nodes[1].BusyWorkers != 0 {
 		t.Errorf("after Close: running %d (per node %d, %d), want 0: no worker is running a task",
-			st.Running, st.Nodes[0].Running, st.Nodes[1].Running)
+			st.BusyWorkers, st.Nodes[0].BusyWorkers, st.Nodes[1].BusyWorkers)
 	}
 }
 

@@ -110,7 +110,7 @@
 // and counted (Stats.Abandoned), whoever waits for them gets an error
 // wrapping ErrAbandoned, and Shutdown returns within 25 ms of ctx being
 // done even while a task is stuck: its error then says how many tasks are
-// still running (Stats.Running counts them) and how many were dropped.
+// still running (Stats.BusyWorkers counts their workers) and how many were dropped.
 // Their workers end when those tasks return; a later Close waits for
 // that, and the pool's CPU claims are released then. Test:
 // TestShutdownGivesUpOnAStuckTask. Every exit may be called any number of

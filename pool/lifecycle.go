@@ -159,8 +159,8 @@ func (p *Pool) Close() error {
 // returns how many tasks were dropped and ctx.Err(). Otherwise tasks are
 // still running: it returns how many tasks were dropped so far and an
 // error that wraps ErrAbandoned and ctx.Err() and says "N tasks still
-// running, M dropped"; Stats().Running then counts the tasks still
-// running. Shutdown does not wait for them: their workers end when they
+// running, M dropped"; Stats().BusyWorkers then counts the workers still
+// in those tasks. Shutdown does not wait for them: their workers end when they
 // return, and a later Close waits for that. Work dropped completes its waiters:
 // ParallelFor, Group.Wait, Join and a Future return an error wrapping
 // ErrAbandoned and ctx.Err(). What a task still running queues after

@@ -751,8 +751,8 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 	if n != queued {
 		t.Errorf("Shutdown reports %d dropped, want the %d queued behind the stuck task", n, queued)
 	}
-	if st.Running != 1 || st.Abandoned != uint64(queued) {
-		t.Errorf("after Shutdown gave up, Stats says %d running, %d abandoned; want 1 and %d", st.Running, st.Abandoned, queued)
+	if st.BusyWorkers != 1 || st.Abandoned != uint64(queued) {
+		t.Errorf("after Shutdown gave up, Stats says %d running, %d abandoned; want 1 and %d", st.BusyWorkers, st.Abandoned, queued)
 	}
 	// The waiters of what was dropped have returned, before the stuck task ends.
 	if workers == 1 {
@@ -818,8 +818,8 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 	if want := uint64(queued + 3); final.Abandoned != want {
 		t.Errorf("after Close, Stats().Abandoned = %d; want %d: %d queued before Shutdown, 3 by the task after it", final.Abandoned, want, queued)
 	}
-	if final.Running != 0 {
-		t.Errorf("after Close, Stats().Running = %d, want 0", final.Running)
+	if final.BusyWorkers != 0 {
+		t.Errorf("after Close, Stats().Running = %d, want 0", final.BusyWorkers)
 	}
 	if !errors.Is(closeErr, ErrAbandoned) || !strings.Contains(closeErr.Error(), fmt.Sprintf("%d tasks", queued+3)) {
 		t.Errorf("Close after Shutdown gave up = %v; want ErrAbandoned with the %d tasks dropped", closeErr, queued+3)

@@ -190,8 +190,7 @@ func (l *chunkLoop) claim(w *Worker) (int, bool) {
 		b := &l.blocks[i].v
 		if i != w.group.index && time.Since(b.since) >= crossNodeAfter {
 			if c, ok := b.take(); ok {
-				w.c.StealsCrossNode++
-				w.c.TasksStolenCrossNode++
+				w.c.ChunksCrossNode++
 				return c, true
 			}
 		}

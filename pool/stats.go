@@ -5,11 +5,12 @@ import (
 )
 
 // Counters are a worker's (or a node's, or the pool's) event counts. A
-// steal from another node is counted by what happened to the first task
-// it took, the one the thief runs next: run there, it is a cross-node
-// steal; sent back to its node (a strict task, a loop piece, a soft task
-// whose node keeps up), it is a steal sent home, and moved no work off
-// its node.
+// take of work from another node (a steal from its workers, a pull from
+// its inject shard) is counted by what happened to the first task it
+// took, the one the taker runs next: run there, it is a cross-node steal
+// or pull; sent back to its node (a strict task, a loop piece, a soft
+// task whose node keeps up), it is counted in CrossNodeSentHome instead,
+// and moved no work off its node.
 type Counters struct {
 	TasksRun  uint64 `json:"tasks_run"` // tasks started (a loop piece sent home included)
 	Completed uint64 `json:"completed"` // tasks finished, panicked or not
@@ -21,10 +22,13 @@ type Counters struct {
 	LIFOHits             uint64 `json:"lifo_hits"`               // tasks taken from the LIFO slot
 	InjectPulls          uint64 `json:"inject_pulls"`            // takes from the worker's own node's shards (a batch, or one pinned task)
 	StealsInNode         uint64 `json:"steals_in_node"`          // steals from workers of the same node (queue, LIFO or join slot)
-	StealsCrossNode      uint64 `json:"steals_cross_node"`       // steals from other nodes (workers, shards, loop chunks) whose first task ran here
+	StealsCrossNode      uint64 `json:"steals_cross_node"`       // steals from other nodes' workers whose first task ran here
 	TasksStolenInNode    uint64 `json:"tasks_stolen_in_node"`    // tasks moved by the steals StealsInNode counts
 	TasksStolenCrossNode uint64 `json:"tasks_stolen_cross_node"` // tasks moved by the steals StealsCrossNode counts
-	StealsSentHome       uint64 `json:"steals_sent_home"`        // steals from other nodes whose first task was sent back to its node
+	InjectPullsCrossNode uint64 `json:"inject_pulls_cross_node"` // batches taken from other nodes' inject shards whose first task ran here
+	TasksPulledCrossNode uint64 `json:"tasks_pulled_cross_node"` // tasks moved by the pulls InjectPullsCrossNode counts
+	ChunksCrossNode      uint64 `json:"chunks_cross_node"`       // MapReduce chunks of another node's block claimed here
+	CrossNodeSentHome    uint64 `json:"cross_node_sent_home"`    // steals and pulls from other nodes whose first task was sent back to its node
 	Parks                uint64 `json:"parks"`                   // times the worker slept
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
 	SentHome             uint64 `json:"sent_home"`               // tasks sent back to their node: strict ones, loop pieces, soft ones whose node keeps up
@@ -33,11 +37,12 @@ type Counters struct {
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
 }
 
-const nCounters = 17
+const nCounters = 20
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
-		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode, &c.StealsSentHome,
+		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode,
+		&c.InjectPullsCrossNode, &c.TasksPulledCrossNode, &c.ChunksCrossNode, &c.CrossNodeSentHome,
 		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks}
 }
 
@@ -68,27 +73,34 @@ func (c *Counters) add(o Counters) {
 type crossSteal struct {
 	moved uint64 // tasks the steal moved, the first included; 0: none open
 	ran   uint64 // TasksRun at the steal
+	pull  bool   // taken from the node's inject shard, not from a worker
 }
 
-// stoleCross notes a steal of moved tasks from another node, counted
-// once its first task's fate is known.
-func (w *Worker) stoleCross(moved uint64) {
+// stoleCross notes a take of moved tasks from another node, from its
+// inject shard (pull) or a worker, counted once its first task's fate is
+// known.
+func (w *Worker) stoleCross(moved uint64, pull bool) {
 	w.countCross()
-	w.cross = crossSteal{moved: moved, ran: w.c.TasksRun}
+	w.cross = crossSteal{moved: moved, ran: w.c.TasksRun, pull: pull}
 }
 
 // countCross counts the open cross-node steal, if any, as one whose first
 // task ran here.
 func (w *Worker) countCross() {
-	if w.cross.moved != 0 {
+	switch {
+	case w.cross.moved == 0:
+	case w.cross.pull:
+		w.c.InjectPullsCrossNode++
+		w.c.TasksPulledCrossNode += w.cross.moved
+	default:
 		w.c.StealsCrossNode++
 		w.c.TasksStolenCrossNode += w.cross.moved
-		w.cross.moved = 0
 	}
+	w.cross.moved = 0
 }
 
-// sentHome counts the open cross-node steal, if the task being sent
-// home is its first, as a steal sent home: a task sent home before it
+// sentHome counts the open cross-node take, if the task being sent home
+// is its first, in CrossNodeSentHome: a task sent home before it
 // was counted run (remade false), or a loop piece, which was (remade).
 func (w *Worker) sentHome(remade bool) {
 	ran := w.cross.ran
@@ -96,7 +108,7 @@ func (w *Worker) sentHome(remade bool) {
 		ran++
 	}
 	if w.cross.moved != 0 && w.c.TasksRun == ran {
-		w.c.StealsSentHome++
+		w.c.CrossNodeSentHome++
 		w.cross.moved = 0
 	}
 }
@@ -151,10 +163,10 @@ type Tasks struct {
 	// inside tasks (Counters.Spawned).
 	Submitted uint64 `json:"submitted"`
 	Queued    int    `json:"queued"` // tasks in the node's shards now
-	// Running: workers running a task now (not parked, not searching);
+	// BusyWorkers: workers in a task now (not parked, not searching);
 	// after a Shutdown gave up, the workers that have not ended, each
 	// still in a task.
-	Running int `json:"running"`
+	BusyWorkers int `json:"busy_workers"`
 }
 
 // Stats are the pool's counters per worker, per node and in total. They
@@ -170,7 +182,7 @@ type Stats struct {
 
 // Stats returns the counters. Running workers publish theirs every 64
 // tasks and when they park, so a busy worker's figures may lag slightly;
-// after Close they are exact. Queued and Running are read at the call.
+// after Close they are exact. Queued and BusyWorkers are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	for _, g := range p.groups {
@@ -190,17 +202,17 @@ func (p *Pool) Stats() Stats {
 			// would count them as running.)
 			for _, w := range g.workers {
 				if !w.owner.ended.Load() {
-					ns.Running++
+					ns.BusyWorkers++
 				}
 			}
 		default:
-			ns.Running = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
+			ns.BusyWorkers = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
 		}
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)
 		st.Submitted += ns.Submitted
 		st.Queued += ns.Queued
-		st.Running += ns.Running
+		st.BusyWorkers += ns.BusyWorkers
 	}
 	return st
 }

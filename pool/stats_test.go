@@ -87,7 +87,7 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 // cross-node steal: the cross-node counters stay at the pieces that ran
 // off node (none), and the steals sent home are counted apart, their
 // pieces in SentHome.
-func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
+func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	const n, grain = 4000, 4
 	p := newTestPool(t, WithSpec("2x1"), WithHomeLoops())
 	nodeOf := make([]int, n)
@@ -123,7 +123,7 @@ func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 	stop()
 	st := p.Stats().Total
 	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
-		st.StealsCrossNode, st.TasksStolenCrossNode, st.StealsSentHome, st.SentHome)
+		st.StealsCrossNode, st.TasksStolenCrossNode, st.CrossNodeSentHome, st.SentHome)
 	if offNode.Load() != 0 {
 		t.Fatalf("WithHomeLoops: %d indexes ran off their node", offNode.Load())
 	}
@@ -131,10 +131,10 @@ func TestStrictLoopStealsSentHomeAreNotCrossNode(t *testing.T) {
 		t.Errorf("no piece ran off its node, but Stats count %d cross-node steals of %d tasks",
 			st.StealsCrossNode, st.TasksStolenCrossNode)
 	}
-	if st.StealsSentHome == 0 {
+	if st.CrossNodeSentHome == 0 {
 		t.Error("the dry node sent no steal home: the test does not reach the case")
 	}
-	if st.SentHome < st.StealsSentHome {
-		t.Errorf("%d steals sent home, but only %d tasks sent home", st.StealsSentHome, st.SentHome)
+	if st.SentHome < st.CrossNodeSentHome {
+		t.Errorf("%d steals sent home, but only %d tasks sent home", st.CrossNodeSentHome, st.SentHome)
 	}
 }

@@ -361,7 +361,7 @@ func (w *Worker) fromShard(g *group, n int) item {
 	if g == w.group {
 		w.c.InjectPulls++
 	} else {
-		w.stoleCross(uint64(len(items)))
+		w.stoleCross(uint64(len(items)), true)
 	}
 	for i := range items {
 		items[i] = items[i].taken()
@@ -502,7 +502,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
 	} else {
-		w.stoleCross(n)
+		w.stoleCross(n, false)
 	}
 	w.fromWorker = true // fork-join and spawned work: keep a searcher about
 	return it

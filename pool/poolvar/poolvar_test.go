@@ -46,9 +46,9 @@ func TestPublishOverHTTP(t *testing.T) {
 		t.Fatalf("/debug/vars has no numapool_test: %d variables", len(vars))
 	}
 	var got struct {
-		Submitted uint64 `json:"submitted"`
-		Running   *int   `json:"running"`
-		Nodes     []struct {
+		Submitted   uint64 `json:"submitted"`
+		BusyWorkers *int   `json:"busy_workers"`
+		Nodes       []struct {
 			Node      int    `json:"node"`
 			Submitted uint64 `json:"submitted"`
 		} `json:"nodes"`
@@ -57,7 +57,7 @@ func TestPublishOverHTTP(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatalf("%v in %s", err, raw)
 	}
-	if got.Submitted != 100 || got.Running == nil || len(got.Nodes) != 2 ||
+	if got.Submitted != 100 || got.BusyWorkers == nil || len(got.Nodes) != 2 ||
 		got.Nodes[0].Submitted+got.Nodes[1].Submitted != 100 {
 		t.Errorf("published stats: %s", raw)
 	}
