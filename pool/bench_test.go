@@ -202,42 +202,115 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
+// The layouts every hand-off benchmark runs on: the machine as it is,
+// two synthetic nodes of one worker each, of two workers each (four
+// locked workers on this machine's CPUs, whatever their number), and one
+// node of four workers, 2x2's one-node counterpart.
+var handOffLayouts = []struct {
+	name string
+	opts []Option
+}{
+	{"real", nil},
+	{"2x1", []Option{WithSpec("2x1")}},
+	{"2x2", []Option{WithSpec("2x2")}},
+	{"1x4", []Option{WithSpec("1x4")}},
+}
+
+// onLayouts runs bench on a pool of each hand-off layout, made with opts
+// after the layout's own.
+func onLayouts(b *testing.B, bench func(b *testing.B, p *Pool), opts ...Option) {
+	for _, l := range handOffLayouts {
+		b.Run(l.name, func(b *testing.B) { bench(b, benchPool(b, append(slices.Clone(l.opts), opts...)...)) })
+	}
+}
+
 // Ping-pong through the pool's own waiting primitive: Run submits and
-// waits on the Future (a short spin before it blocks).
-func BenchmarkPingPongRun(b *testing.B) { benchRun(b, benchPool(b), 0) }
+// waits on the Future (a short spin before it blocks), on every layout.
+func BenchmarkPingPongRun(b *testing.B) {
+	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 0) })
+}
 
 // The same with workers that never sleep (WithBlockTime(-1)).
 func BenchmarkPingPongRunActive(b *testing.B) {
-	benchRun(b, benchPool(b, WithBlockTime(-1)), 0)
+	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 0) }, WithBlockTime(-1))
 }
 
 // The same with workers that sleep as soon as they run dry: each
 // hand-off wakes a thread.
-func BenchmarkPingPongRunBlock0(b *testing.B) { benchRun(b, benchPool(b, WithBlockTime(0)), 0) }
+func BenchmarkPingPongRunBlock0(b *testing.B) {
+	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 0) }, WithBlockTime(0))
+}
 
 // Hand-offs 200µs apart, longer than the default block time: a passive
 // pool has gone to sleep before each one, an active one has not.
-func BenchmarkPingPongRunSpaced(b *testing.B) { benchRun(b, benchPool(b), 200*time.Microsecond) }
-
-func BenchmarkPingPongRunSpacedActive(b *testing.B) {
-	benchRun(b, benchPool(b, WithBlockTime(-1)), 200*time.Microsecond)
+func BenchmarkPingPongRunSpaced(b *testing.B) {
+	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 200*time.Microsecond) })
 }
 
-// benchRun hands one function at a time to p with Run, gap apart, and
-// reports the median and 99th percentile of the round trips. (Stopping
-// the timer for the gap would stop the world to read the allocation
-// counts, which parks the spinning workers it means to measure.)
-func benchRun(b *testing.B, p *Pool, gap time.Duration) {
+func BenchmarkPingPongRunSpacedActive(b *testing.B) {
+	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 200*time.Microsecond) }, WithBlockTime(-1))
+}
+
+// Round trips to each node in turn, p.Node(k) soft and strict.
+func BenchmarkPingPongNode(b *testing.B) {
+	for _, strict := range []bool{false, true} {
+		name := "soft"
+		if strict {
+			name = "strict"
+		}
+		b.Run(name, func(b *testing.B) {
+			onLayouts(b, func(b *testing.B, p *Pool) {
+				var targets []Target
+				for _, id := range p.Nodes() {
+					n := p.Node(id)
+					if strict {
+						n = n.Strict()
+					}
+					targets = append(targets, n)
+				}
+				benchRun(b, p, targets, 0)
+			})
+		})
+	}
+}
+
+// Several goroutines hand off at once, each Run waiting for its own.
+func BenchmarkPingPongRunParallel(b *testing.B) {
+	onLayouts(b, func(b *testing.B, p *Pool) {
+		fn := func(*Worker) (int, error) { return 1, nil }
+		b.SetParallelism(2) // 2 x GOMAXPROCS submitters
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := Run(p, fn); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchRun hands one function at a time with Run, gap apart, to p or,
+// in turn, to each of targets, and reports the median and 99th
+// percentile of the round trips. (Stopping the timer for the gap would
+// stop the world to read the allocation counts, which parks the spinning
+// workers it means to measure.)
+func benchRun(b *testing.B, p *Pool, targets []Target, gap time.Duration) {
 	fn := func(*Worker) (int, error) { return 1, nil }
+	if targets == nil {
+		targets = []Target{p}
+	}
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		if gap > 0 {
 			time.Sleep(gap) // counted in ns/op; not in p50 and p99
 		}
 		start := time.Now()
-		if _, err := Run(p, fn); err != nil {
+		if _, err := Run(targets[i%len(targets)], fn); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))
