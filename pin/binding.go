@@ -3,6 +3,7 @@ package pin
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/numapool/numapool/topology"
 )
@@ -55,10 +56,10 @@ func (b Binding) String() string {
 }
 
 // ParseBinding parses threads, cores, ll_caches, numa_domains, none or
-// goroutines.
+// goroutines, in any case (OpenMP's values are case-insensitive).
 func ParseBinding(s string) (Binding, error) {
 	for b, name := range bindingNames {
-		if s == name {
+		if strings.EqualFold(strings.TrimSpace(s), name) {
 			return Binding(b), nil
 		}
 	}

@@ -60,8 +60,13 @@
 // NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none),
 // NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
 // spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),
-// NUMAPOOL_WAIT_POLICY (passive or active) and NUMAPOOL_BLOCKTIME (200us,
-// 1ms, a number of ms, or infinite).
+// NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
+// 1ms, a number of ms, or infinite) and NUMAPOOL_DISPLAY_AFFINITY (true:
+// each new pool prints one line per worker to stderr, with its node,
+// thread ID and the CPUs its thread is bound to). Values are
+// case-insensitive. A NUMAPOOL_* variable the pool does not know is
+// named, with the nearest setting, on stderr once and in Explain, and
+// fails New under WithRequiredPlacement.
 //
 // Errors and misuse: conditions a caller cannot rule out return errors
 // to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,

@@ -59,6 +59,9 @@ func (p *Pool) Explain() string {
 			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
 		}
 	}
+	for _, w := range p.cfg.envWarnings {
+		fmt.Fprintf(&b, "environment: %s\n", w)
+	}
 	p.degradedMu.Lock()
 	degraded := slices.Clone(p.degraded)
 	p.degradedMu.Unlock()

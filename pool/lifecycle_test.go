@@ -24,10 +24,10 @@ import (
 // returns, every accepted unit of work runs once or is counted abandoned,
 // and the pool leaves no goroutine or thread behind.
 //
-// A failing round prints its seed; NUMAPOOL_LIFECYCLE_SEED=<seed> replays
+// A failing round prints its seed; NUMAPOOL_TEST_LIFECYCLE_SEED=<seed> replays
 // that round alone (the schedule differs run to run, the script does not).
 
-const lifecycleSeedEnv = "NUMAPOOL_LIFECYCLE_SEED"
+const lifecycleSeedEnv = "NUMAPOOL_TEST_LIFECYCLE_SEED"
 
 // lcBound is how long any call of a round may take.
 const lcBound = 10 * time.Second

@@ -40,6 +40,8 @@ type config struct {
 	interval     int  // fairness interval; 0: self-tuned
 	homeLoops    bool // WithHomeLoops
 	noEnv        bool
+	envWarnings  []string      // unknown NUMAPOOL_* variables (environ.go)
+	display      bool          // NUMAPOOL_DISPLAY_AFFINITY
 	specEnv      bool          // spec came from NUMAPOOL_TOPOLOGY
 	nodesEnv     string        // NUMAPOOL_NODES, when nodes came from it
 	workersEnv   string        // NUMAPOOL_NUM_WORKERS, when workers came from it
@@ -181,9 +183,12 @@ func WithNodes(ids ...int) Option {
 	})
 }
 
-// WithRequiredPlacement makes New fail when placement cannot be honoured
-// (pinning refused, fewer nodes than asked for) instead of degrading and
-// recording why in Explain.
+// WithRequiredPlacement makes New fail when the placement asked for
+// cannot be honoured instead of degrading and recording why in Explain:
+// on every degradation Explain would report (pinning refused, a node
+// asked for that has no CPU, more workers than a node's CPUs, a
+// synthetic topology on fewer CPUs than it names), and on a NUMAPOOL_*
+// variable the pool does not know, which may be a misspelled setting.
 func WithRequiredPlacement() Option {
 	return optionFunc(func(c *config) error { c.required = true; return nil })
 }
@@ -301,6 +306,13 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		}
 		c.nodes, c.nodesEnv = set.List(), v
 	}
+	if v, ok := get(envDisplayAffinity); ok {
+		on, err := parseBool(v)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", envDisplayAffinity, v, err)
+		}
+		c.display = on
+	}
 	if c.blockTimeSet {
 		return nil // WithBlockTime sets the wait policy
 	}
@@ -340,6 +352,12 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 	}
 	if err := c.applyEnv(lookup); err != nil {
 		return c, err
+	}
+	if !c.noEnv {
+		c.envWarnings = unknownSettings(environ())
+		if c.required && len(c.envWarnings) > 0 {
+			return c, fmt.Errorf("pool: WithRequiredPlacement: %s", strings.Join(c.envWarnings, "; "))
+		}
 	}
 	return c, nil
 }

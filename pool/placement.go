@@ -55,7 +55,7 @@ func makePlan(c config) (*plan, error) {
 			if i < 0 {
 				msg := fmt.Sprintf("node %d has no CPU this process may use (nodes with allowed CPUs: %s)", id, nodeIDs(nodes))
 				if c.required {
-					return nil, fmt.Errorf("pool: %s", msg)
+					return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %s", msg)
 				}
 				p.degraded = append(p.degraded, msg)
 				continue
@@ -96,22 +96,28 @@ func makePlan(c config) (*plan, error) {
 		}
 	}
 	if c.required && len(nodes) > workers {
-		return nil, fmt.Errorf("pool: %d workers cannot cover %d nodes", workers, len(nodes))
+		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %d workers cannot cover %d nodes", workers, len(nodes))
 	}
 	counts := apportion(workers, nodes)
+	for i, n := range nodes {
+		if counts[i] == 0 {
+			p.degraded = append(p.degraded, fmt.Sprintf("node %d gets no worker (%d workers for %d nodes)", n.ID, workers, len(nodes)))
+		} else if counts[i] > n.CPUs.Len() {
+			p.degraded = append(p.degraded, fmt.Sprintf("node %d: %d workers on %d CPUs", n.ID, counts[i], n.CPUs.Len()))
+		}
+	}
+	if c.required && len(p.degraded) > 0 {
+		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %s", strings.Join(p.degraded, "; "))
+	}
 	p.claim = &claim{}
 	cpuClaims.Lock()
 	defer cpuClaims.Unlock()
 	for i, n := range nodes {
 		if counts[i] == 0 {
-			p.degraded = append(p.degraded, fmt.Sprintf("node %d gets no worker (%d workers for %d nodes)", n.ID, workers, len(nodes)))
 			continue
 		}
 		order := coresFirst(t, n.CPUs)
 		cpus := assignCPUs(t, order, counts[i], p.claim)
-		if counts[i] > len(order) {
-			p.degraded = append(p.degraded, fmt.Sprintf("node %d: %d workers on %d CPUs", n.ID, counts[i], len(order)))
-		}
 		p.groups = append(p.groups, groupPlan{node: n, cpus: cpus})
 	}
 	for i := range p.groups {

@@ -174,6 +174,10 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.degraded = append(p.degraded, err.Error())
 		}
 	}
+	warnOnce(stderr, cfg.envWarnings)
+	if cfg.display {
+		p.displayAffinity(stderr)
+	}
 	// Dropped without Close: close intake; the workers run what is queued
 	// and end. s does not refer to pool, so pool can be collected.
 	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)

@@ -13,6 +13,7 @@ package steal
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Mode selects the victim order.
@@ -37,7 +38,7 @@ func (m Mode) String() string {
 
 // ParseMode parses "hierarchical" or "flat".
 func ParseMode(s string) (Mode, error) {
-	switch s {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "hierarchical":
 		return Hierarchical, nil
 	case "flat":

@@ -34,6 +34,14 @@ const MaxSyntheticCPUs = 4096
 // the process may allocate from. A page a worker first touches lands on
 // the real node of the OS CPU it runs on.
 func Synthetic(spec string, real *Topology) (*Topology, error) {
+	t, err := synthetic(strings.ToLower(strings.TrimSpace(spec)), real)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a spec is nodes x CPUs such as 2x4, nodes x cores x threads such as 2x4x2, or OS CPUs per node such as 0-1;2-3)", err)
+	}
+	return t, nil
+}
+
+func synthetic(spec string, real *Topology) (*Topology, error) {
 	if real == nil || real.Allowed.IsEmpty() {
 		return nil, fmt.Errorf("%w %s: no allowed CPU to map it onto", ErrSpec, quote(spec))
 	}

@@ -76,7 +76,7 @@ func run() int {
 	cmd := exec.Command("/payload", args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Dir = "/tmp"
-	cmd.Env = []string{"HOME=/tmp", "TMPDIR=/tmp", "PATH=/", "NUMAPOOL_IN_VM=1"}
+	cmd.Env = []string{"HOME=/tmp", "TMPDIR=/tmp", "PATH=/", "NUMAPOOL_VM_GUEST=1"}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
