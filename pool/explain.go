@@ -52,11 +52,7 @@ func (p *Pool) Explain() string {
 				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os)
 				continue
 			}
-			bound := w.bound.String()
-			if bound == "" {
-				bound = "unbound"
-			}
-			fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s), thread bound to %s\n", w.id, w.cpu, os, bound)
+			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s)\n", w.id, w.threadText(), w.cpu, os)
 		}
 	}
 	for _, w := range p.cfg.envWarnings {
@@ -115,4 +111,26 @@ func (p *sched) noteDegraded(err error) {
 	p.degradedMu.Lock()
 	p.degraded = append(p.degraded, err.Error())
 	p.degradedMu.Unlock()
+}
+
+// threadText says which thread the worker runs on and the mask that
+// thread has now, read from the kernel (not the plan), with what the pool
+// bound it to when the two differ.
+func (w *Worker) threadText() string {
+	tid := int(w.tid.Load())
+	bound := w.bound.String()
+	if bound == "" {
+		bound = "nothing"
+	}
+	if tid == 0 {
+		return "no thread now (ended, or between two), bound to " + bound
+	}
+	mask, err := topology.ThreadAffinity(tid)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("thread %d, bound to %s (its mask cannot be read: %v)", tid, bound, err)
+	case w.bound.IsEmpty() || mask.Equal(w.bound):
+		return fmt.Sprintf("thread %d, mask %s", tid, mask)
+	}
+	return fmt.Sprintf("thread %d, mask %s (the pool bound it to %s)", tid, mask, bound)
 }
