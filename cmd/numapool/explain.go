@@ -21,9 +21,9 @@ type explainOpts struct {
 func explainFlags() (*flag.FlagSet, explainOpts) {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	return fs, explainOpts{
-		workers:  fs.Int("workers", 0, "number of `N` workers (default: min(allowed CPUs, GOMAXPROCS))"),
-		places:   fs.String("places", "", "binding `P`: threads, cores, ll_caches, numa_domains, none or goroutines"),
-		mode:     fs.String("steal", "", "stealing `MODE`: hierarchical or flat"),
+		workers:  fs.Int("workers", 0, "start `N` workers (default: min(allowed CPUs, GOMAXPROCS))"),
+		places:   fs.String("places", "", "bind each worker to `P`: threads, cores, ll_caches, numa_domains, none or goroutines"),
+		mode:     fs.String("steal", "", "steal in `MODE`: hierarchical or flat"),
 		spec:     fs.String("spec", "", "a synthetic topology `SPEC` such as 2x2 (see numapool help topo)"),
 		required: fs.Bool("required-placement", false, "fail when placement cannot be honoured"),
 	}
