@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# perfstat.sh: run one workload under `perf stat` once per mode (contender)
-# and print the counters side by side, with ratios to the first mode.
+# perfstat.sh: run one workload under `perf stat` for each mode (contender)
+# in alternating rounds and print, per counter and for the workload's own
+# figure, the median and min-max over the rounds, with the ratio of each
+# mode's median to the first mode's.
 #
-#   scripts/perfstat.sh [-w WORKLOAD] [-r REPS] [-s SIZE] [MODE...]
+#   scripts/perfstat.sh [-w WORKLOAD] [-r REPS] [-s SIZE] [-n ROUNDS] [-o DIR] [-h] [MODE...]
+#
+#   -w WORKLOAD  a workload of `numapool bench` (default fib-12)
+#   -r REPS      repetitions inside each run (default 5); a run's figure is their median
+#   -s SIZE      quick, full or a factor such as 0.2 (default quick)
+#   -n ROUNDS    rounds (default 5); each round runs every mode once, starting one
+#                mode further on than the round before, so that a slow minute of the
+#                host slows every mode alike
+#   -o DIR       keep every run's perf and CSV output in DIR (default: a temporary
+#                directory, removed at the end)
+#   -h           print this help
 #
 # MODE is a contender of `numapool bench` (default: numapool numapool-flat
-# numapool-threads goroutines pond). Each mode runs alone
-# (`numapool bench --mode MODE`), so the counters are its own.
+# numapool-threads goroutines pond); naming one twice is an error. Each run
+# is a process of its own (`numapool bench --mode MODE`), so the counters
+# are that mode's alone.
 #
 # Counters: task-clock, context-switches, cpu-migrations, page-faults, and
 # where the CPU exposes them cycles, instructions, cache-misses, node-loads,
-# node-load-misses. A counter the machine does not support prints as
-# "not supported", never as zero; the software ones still compare.
+# node-load-misses. The output names the counters this machine does not
+# have (a virtual machine often has no hardware counters; the software ones
+# still compare).
 #
 # Permissions: perf needs kernel.perf_event_paranoid <= 2 for a user's own
 # processes (the Debian default; hardware events may need <= 1, or root).
@@ -20,18 +34,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-workload=fib-12 reps=5 size=quick
-while getopts "w:r:s:h" opt; do
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+workload=fib-12 reps=5 size=quick rounds=5 keep=
+while getopts "w:r:s:n:o:h" opt; do
   case $opt in
     w) workload=$OPTARG ;;
     r) reps=$OPTARG ;;
     s) size=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    n) rounds=$OPTARG ;;
+    o) keep=$OPTARG ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(numapool numapool-flat numapool-threads goroutines pond)
+
+case $rounds in ''|*[!0-9]*) echo "perfstat: -n $rounds: want a number of rounds, 1 or more" >&2; exit 2 ;; esac
+[ "$rounds" -ge 1 ] || { echo "perfstat: -n $rounds: want 1 or more rounds" >&2; exit 2; }
+for ((i = 0; i < ${#modes[@]}; i++)); do
+  for ((j = 0; j < i; j++)); do
+    if [ "${modes[i]}" = "${modes[j]}" ]; then
+      echo "perfstat: mode ${modes[i]} is named twice; name each mode once" >&2
+      exit 2
+    fi
+  done
+done
 
 if ! command -v perf >/dev/null 2>&1; then
   echo "perfstat: installing linux-perf" >&2
@@ -42,57 +72,88 @@ if ! command -v perf >/dev/null 2>&1; then
 fi
 
 export PATH="/usr/local/go/bin:$PATH"
-bin=$(mktemp -d)/numapool
-trap 'rm -rf "$(dirname "$bin")"' EXIT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=${keep:-$tmp}
+mkdir -p "$out"
+bin=$tmp/numapool
 go build -o "$bin" ./cmd/numapool
-
-events=task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,cache-misses,node-loads,node-load-misses
-out=$(dirname "$bin")
+# A bad workload or mode fails here, before any round.
 for m in "${modes[@]}"; do
-  echo "perfstat: $workload on $m ($reps reps, size $size)" >&2
-  perf stat -x, -e "$events" -o "$out/$m.perf" -- \
-    "$bin" bench --mode "$m" --workload "$workload" --reps "$reps" --size "$size" --csv >"$out/$m.csv"
+  "$bin" bench --mode "$m" --workload "$workload" --reps 1 --size 0.0001 --csv >/dev/null 2>"$tmp/check" ||
+    { echo "perfstat: $(cat "$tmp/check")" >&2; exit 2; }
 done
 
-# perf -x, lines: value,unit,event,run-time,percentage,... ("<not supported>" as value).
-python3 - "$out" "${modes[@]}" <<'EOF'
+events=task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,cache-misses,node-loads,node-load-misses
+n=${#modes[@]}
+for ((r = 0; r < rounds; r++)); do
+  for ((i = 0; i < n; i++)); do
+    m=${modes[(r + i) % n]}
+    echo "perfstat: round $((r + 1))/$rounds: $workload on $m ($reps reps, size $size)" >&2
+    perf stat -x, -e "$events" -o "$out/$m.$r.perf" -- \
+      "$bin" bench --mode "$m" --workload "$workload" --reps "$reps" --size "$size" --csv >"$out/$m.$r.csv"
+  done
+done
+
+# perf -x, lines: value,unit,event,run-time,percentage,... ("<not supported>"
+# or "<not counted>" as the value).
+python3 - "$out" "$rounds" "$workload" "${modes[@]}" <<'EOF'
 import csv, os, statistics, sys
-out, modes = sys.argv[1], sys.argv[2:]
-events = []
-table = {}
+out, rounds, workload, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+FIGURE = "workload figure"
+events, missing = [], []
+vals = {m: {} for m in modes}   # mode -> event -> [value per round]
+unit, na = "", {}
 for m in modes:
-    table[m] = {}
-    for line in open(os.path.join(out, m + ".perf")):
-        if not line.strip() or line.startswith("#"):
-            continue
-        f = line.rstrip("\n").split(",")
-        if len(f) < 3:
-            continue
-        value, event = f[0], f[2]
-        if event not in events:
-            events.append(event)
-        table[m][event] = None if value.startswith("<") else float(value)
-    vals = [float(r["value"]) for r in csv.DictReader(open(os.path.join(out, m + ".csv"))) if r["value"] and not r["na"]]
-    nas = [r["na"] for r in csv.DictReader(open(os.path.join(out, m + ".csv"))) if r["na"]]
-    table[m]["median result"] = statistics.median(vals) if vals else None
-    if nas:
-        table[m]["n/a"] = nas[0]
-events.append("median result")
+    for r in range(rounds):
+        for line in open(os.path.join(out, f"{m}.{r}.perf")):
+            if not line.strip() or line.startswith("#"):
+                continue
+            f = line.rstrip("\n").split(",")
+            if len(f) < 3:
+                continue
+            value, event = f[0], f[2]
+            if event not in events:
+                events.append(event)
+            if value.startswith("<"):
+                if event not in missing:
+                    missing.append(event)
+                continue
+            vals[m].setdefault(event, []).append(float(value))
+        rows = list(csv.DictReader(open(os.path.join(out, f"{m}.{r}.csv"))))
+        figs = [float(x["value"]) for x in rows if x["value"] and not x["na"]]
+        unit = next((x["unit"] for x in rows if x["unit"]), unit)
+        if figs:
+            vals[m].setdefault(FIGURE, []).append(statistics.median(figs))
+        na.update({m: x["na"] for x in rows if x["na"]})
+events = [e for e in events if e not in missing] + [FIGURE]
+
+def fmt(v):
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
 base = modes[0]
-w = max(len(e) for e in events) + 2
-print("".ljust(w) + "".join(m.rjust(22) for m in modes))
+cells = {}
 for e in events:
-    row = e.ljust(w)
     for m in modes:
-        v = table[m].get(e)
-        if v is None:
-            cell = "not supported" if e != "median result" else "n/a"
-        else:
-            b = table[base].get(e)
-            cell = f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
-            if m != base and b:
-                cell += f" ({v / b:.2f}x)"
-        row += cell.rjust(22)
-    print(row)
-print(f"\nratios are to {base}; 'median result' is the workload's own figure (see numapool bench).")
+        v = vals[m].get(e)
+        if not v:
+            cells[e, m] = na.get(m, "n/a") if e == FIGURE else "-"
+            continue
+        med = statistics.median(v)
+        cell = f"{fmt(med)} [{fmt(min(v))}-{fmt(max(v))}]"
+        b = vals[base].get(e)
+        if m != base and b and statistics.median(b):
+            cell += f" {med / statistics.median(b):.2f}x"
+        cells[e, m] = cell
+label = {FIGURE: f"{workload} ({unit})" if unit else workload}
+w0 = max(len(label.get(e, e)) for e in events) + 2
+ws = {m: max([len(m)] + [len(cells[e, m]) for e in events]) + 3 for m in modes}
+print(f"{workload}: {rounds} rounds, each mode once per round; median [min-max] over the rounds, ratio of medians to {base}")
+print("".ljust(w0) + "".join(m.rjust(ws[m]) for m in modes))
+for e in events:
+    print(label.get(e, e).ljust(w0) + "".join(cells[e, m].rjust(ws[m]) for m in modes))
+if missing:
+    print(f"\nnot counted on this machine: {', '.join(missing)}")
+print(f"\nthe {workload} row is the workload's own figure (see numapool help bench): each run's median over its repetitions.")
 EOF
+[ -z "$keep" ] || echo "perfstat: every run's perf and CSV output is in $keep" >&2

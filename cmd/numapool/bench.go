@@ -13,21 +13,69 @@ import (
 	"github.com/numapool/numapool/topology"
 )
 
-// benchCmd runs the comparison suite.
-func benchCmd(args []string, stdout io.Writer) error {
+const benchSynopsis = `numapool bench [--workload W,...] [--contender C,...] [--mode C] [--reps N]
+                      [--size quick|full|F] [--spec SPEC] [--json | --csv] [--plot FILE.svg]
+       numapool bench --scale [--workload W,...] [--contender C,...] [--placement compact|scatter]
+                      [--max-cpus N] [--reps N] [--size S] [--spec SPEC] [--dry-run] [--json] [--plot FILE.svg]`
+
+// benchOpts are bench's flags; benchFlags makes them.
+type benchOpts struct {
+	workloads, contenders, mode *string
+	reps                        *int
+	size, spec, plot            *string
+	asJSON, asCSV               *bool
+	scale, dryRun, point        *bool
+	placement                   *string
+	maxCPUs                     *int
+}
+
+func benchFlags() (*flag.FlagSet, benchOpts) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	workloads := fs.String("workload", "", "comma-separated workloads (default: all)")
-	contenders := fs.String("contender", "", "comma-separated contenders (default: all)")
-	mode := fs.String("mode", "", "run one contender alone, without warm-up (for perf stat)")
-	reps := fs.Int("reps", 5, "repetitions per contender and workload")
-	size := fs.String("size", "quick", "quick (about 45 s on 2 cores), full, or a scale factor such as 0.5")
-	spec := fs.String("spec", "", "synthetic topology for the numapool contenders, e.g. 2x2")
-	asJSON := fs.Bool("json", false, "print every repetition as JSON instead of tables")
-	asCSV := fs.Bool("csv", false, "print every repetition as CSV instead of tables")
-	plot := fs.String("plot", "", "also write an SVG chart of the results to this file")
+	return fs, benchOpts{
+		workloads:  fs.String("workload", "", "the workloads `W,...` to run, comma-separated (default: all; with --scale: "+strings.Join(scaleDefaultWorkloads, ",")+")"),
+		contenders: fs.String("contender", "", "the contenders `C,...` to run, comma-separated (default: all; with --scale: "+strings.Join(scaleDefaultContenders, ",")+")"),
+		mode:       fs.String("mode", "", "run one contender `C` alone, without warm-up (for perf stat)"),
+		reps:       fs.Int("reps", 5, "`N` repetitions per contender and workload (per point with --scale)"),
+		size:       fs.String("size", "quick", "input size `S`: quick (half of full), full, or a scale factor such as 0.2"),
+		spec:       fs.String("spec", "", "synthetic topology `SPEC` for the numapool contenders, e.g. 2x2 (with --scale: the machine to plan for)"),
+		asJSON:     fs.Bool("json", false, "print every repetition (with --scale: the study) as JSON instead of tables"),
+		asCSV:      fs.Bool("csv", false, "print every repetition as CSV instead of tables"),
+		plot:       fs.String("plot", "", "also write an SVG chart of the results to `FILE.svg`"),
+		scale:      fs.Bool("scale", false, "run a scaling study: every point 1, 2, 4, ... up to all allowed CPUs in a fresh process"),
+		placement:  fs.String("placement", "compact", "with --scale, which CPUs a point gets: `P` is compact (fill a node first) or scatter (round robin over nodes)"),
+		maxCPUs:    fs.Int("max-cpus", 0, "with --scale, stop at `N` CPUs (default: all allowed)"),
+		dryRun:     fs.Bool("dry-run", false, "with --scale, print the plan (points, CPU sets, commands) without running it"),
+		point:      fs.Bool("point", false, "run one point of --scale in this process and print it as JSON (--scale starts these itself)"),
+	}
+}
+
+// benchCmd runs the comparison suite, or with --scale a scaling study.
+func benchCmd(args []string, stdout io.Writer) error {
+	fs, o := benchFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	for _, pair := range [][]string{{"json", "csv"}, {"mode", "contender"}, {"scale", "mode"}, {"scale", "csv"}, {"scale", "point"},
+		{"point", "mode"}, {"point", "json"}, {"point", "csv"}, {"point", "plot"}} {
+		if err := exclusive(fs, pair...); err != nil {
+			return err
+		}
+	}
+	if !*o.scale {
+		for _, name := range []string{"placement", "max-cpus", "dry-run"} {
+			if isSet(fs, name) {
+				return usageError{fmt.Sprintf("bench: --%s needs --scale", name)}
+			}
+		}
+	}
+	if *o.scale {
+		return scaleCmd(o, stdout)
+	}
+	if *o.point {
+		return pointCmd(o, stdout)
+	}
+	workloads, contenders, mode, reps, size, spec := o.workloads, o.contenders, o.mode, o.reps, o.size, o.spec
+	asJSON, asCSV, plot := o.asJSON, o.asCSV, o.plot
 	if *reps < 1 || *reps > 1000 {
 		return usageError{fmt.Sprintf("--reps %d: want 1..1000", *reps)}
 	}
@@ -46,9 +94,6 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	names := *contenders
 	if *mode != "" {
-		if names != "" {
-			return usageError{"--mode and --contender exclude each other"}
-		}
 		names = *mode
 	}
 	cs, err := bench.Select(bench.Contenders(*spec), names)
@@ -119,6 +164,13 @@ func benchCmd(args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "(numapool's configurations are one family; >1 leads all of them);")
 	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work.")
 	return nil
+}
+
+// isSet reports whether the flag was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func parseScale(s string) (float64, error) {

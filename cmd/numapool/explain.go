@@ -10,18 +10,33 @@ import (
 	"github.com/numapool/numapool/steal"
 )
 
+// explainOpts are explain's flags; explainFlags makes them.
+type explainOpts struct {
+	workers      *int
+	places, mode *string
+	spec         *string
+	required     *bool
+}
+
+func explainFlags() (*flag.FlagSet, explainOpts) {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	return fs, explainOpts{
+		workers:  fs.Int("workers", 0, "start `N` workers (default: min(allowed CPUs, GOMAXPROCS))"),
+		places:   fs.String("places", "", "bind each worker to `P`: threads, cores, ll_caches, numa_domains, none or goroutines"),
+		mode:     fs.String("steal", "", "steal in `MODE`: hierarchical or flat"),
+		spec:     fs.String("spec", "", "a synthetic topology `SPEC` such as 2x2 (see numapool help topo)"),
+		required: fs.Bool("required-placement", false, "fail when placement cannot be honoured"),
+	}
+}
+
 // explainCmd starts a pool as the flags and NUMAPOOL_* variables ask,
 // prints its placement (Pool.Explain) and closes it.
 func explainCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	workers := fs.Int("workers", 0, "number of workers")
-	places := fs.String("places", "", "threads, cores, ll_caches, numa_domains, none or goroutines")
-	mode := fs.String("steal", "", "hierarchical or flat")
-	spec := fs.String("spec", "", "synthetic topology")
-	required := fs.Bool("required-placement", false, "fail when placement cannot be honoured")
+	fs, o := explainFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	workers, places, mode, spec, required := o.workers, o.places, o.mode, o.spec, o.required
 	var opts []pool.Option
 	if *workers != 0 {
 		opts = append(opts, pool.WithWorkers(*workers))

@@ -1,11 +1,17 @@
-// Command numapool shows the machine's NUMA topology and, as the project
-// grows, runs numapool's benchmark suite.
+// Command numapool shows the machine's NUMA topology, explains where a
+// pool's workers run, and runs numapool's benchmark suite and scaling
+// study.
 //
 // Usage:
 //
 //	numapool topo [--json] [--sysfs DIR] [--spec SPEC]
-//	numapool bench [--workload W] [--contender C] [--mode C] [--reps N] [--size S] [--spec SPEC] [--json|--csv]
+//	numapool bench [--workload W] [--contender C] [--mode C] [--reps N] [--size S] [--spec SPEC] [--json|--csv] [--plot FILE.svg]
+//	numapool bench --scale [--workload W] [--contender C] [--placement compact|scatter] [--max-cpus N] [--dry-run] [--json] [--plot FILE.svg]
 //	numapool explain [--workers N] [--places P] [--steal MODE] [--spec SPEC] [--required-placement]
+//	numapool help [COMMAND]
+//
+// `numapool help COMMAND` and `numapool COMMAND --help` print the
+// command's flags with their help text and exit 0.
 //
 // Exit status: 0 on success, 1 when the command fails while running, 2 on
 // bad usage (an unknown flag, an unreadable directory, a bad spec), with a
@@ -25,23 +31,11 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-const usage = `usage: numapool COMMAND [flags]
+// helpRequested is what parseFlags returns for -h or --help: the command
+// prints its help and succeeds.
+type helpRequested struct{ command string }
 
-commands:
-  topo    show NUMA nodes, CPUs, caches, distances and what this process may use
-          --json        print the topology as JSON (the hwloc fixture schema)
-          --sysfs DIR   read a captured tree (DIR holds sys/ and proc/)
-          --spec SPEC   a synthetic topology mapped onto the allowed CPUs:
-                        2x4 (nodes x CPUs), 2x4x2 (nodes x cores x threads),
-                        or "0-1;2-3" (OS CPUs per node)
-  bench   run the comparison suite (default: quick, about 45 s on 2 cores)
-          --workload W,... --contender C,... --mode C --reps N --size quick|full|F
-          --spec SPEC --json --csv --plot FILE.svg
-  explain start a pool and show where its workers are and how they are bound
-          --workers N --places P --steal MODE --spec SPEC --required-placement
-          (defaults from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL, _TOPOLOGY, _NODES,
-           _WAIT_POLICY, _BLOCKTIME)
-`
+func (helpRequested) Error() string { return "help requested" }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -49,6 +43,12 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, stdout)
+	var hr helpRequested
+	if errors.As(err, &hr) {
+		c, _ := findCommand(hr.command)
+		writeHelp(stdout, c)
+		return 0
+	}
 	if err == nil {
 		return 0
 	}
@@ -62,33 +62,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func dispatch(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"no command given (try: numapool topo); commands: topo, explain, bench"}
+		return usageError{"no command given (try: numapool help); commands: " + commandNames()}
 	}
 	switch args[0] {
-	case "topo":
-		return topoCmd(args[1:], stdout)
-	case "explain":
-		return explainCmd(args[1:], stdout)
-	case "bench":
-		return benchCmd(args[1:], stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	case "help", "-h", "-help", "--help":
+		return helpCmd(args[1:], stdout)
 	}
-	return usageError{fmt.Sprintf("unknown command %q; commands: topo, explain, bench", args[0])}
+	c, ok := findCommand(args[0])
+	if !ok {
+		return usageError{fmt.Sprintf("unknown command %q; commands: %s", args[0], commandNames())}
+	}
+	return c.run(args[1:], stdout)
 }
 
-// parseFlags parses fs from args, turning every complaint into one line.
+// parseFlags parses fs from args, turning every complaint into one line
+// and -h or --help into helpRequested.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return usageError{fs.Name() + ": " + "see numapool help"}
+			return helpRequested{fs.Name()}
 		}
 		return usageError{fs.Name() + ": " + err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+// exclusive returns a usage error naming the first two of the flags
+// that were set on the command line, if more than one was: they ask for
+// different things, and neither silently wins.
+func exclusive(fs *flag.FlagSet, names ...string) error {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		for _, n := range names {
+			if f.Name == n {
+				set = append(set, "--"+n)
+			}
+		}
+	})
+	if len(set) > 1 {
+		return usageError{fmt.Sprintf("%s: %s and %s exclude each other", fs.Name(), set[0], set[1])}
 	}
 	return nil
 }

@@ -37,14 +37,28 @@ type syntheticMemory struct {
 	MemoryNodes []int `json:"memory_of_nodes"` // real node IDs; -1 for CPUs on no node
 }
 
-func topoCmd(args []string, stdout io.Writer) error {
+// topoOpts are topo's flags; topoFlags makes them.
+type topoOpts struct {
+	asJSON      *bool
+	sysfs, spec *string
+}
+
+func topoFlags() (*flag.FlagSet, topoOpts) {
 	fs := flag.NewFlagSet("topo", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	sysfs := fs.String("sysfs", "", "read a captured tree")
-	spec := fs.String("spec", "", "synthetic topology")
+	return fs, topoOpts{
+		asJSON: fs.Bool("json", false, "print the topology as JSON (the hwloc fixture schema)"),
+		sysfs:  fs.String("sysfs", "", "read a captured `DIR` (it holds sys/ and proc/) instead of this machine"),
+		spec: fs.String("spec", "", "a synthetic topology `SPEC` mapped onto the allowed CPUs: 2x4 (nodes x CPUs), "+
+			"2x4x2 (nodes x cores x threads), or \"0-1;2-3\" (OS CPUs per node)"),
+	}
+}
+
+func topoCmd(args []string, stdout io.Writer) error {
+	fs, o := topoFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	asJSON, sysfs, spec := o.asJSON, o.sysfs, o.spec
 	t, real, live, err := loadTopology(*sysfs, *spec)
 	if err != nil {
 		return err
