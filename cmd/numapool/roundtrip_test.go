@@ -72,7 +72,11 @@ func TestRoundTrip(t *testing.T) {
 	before := narrowed()
 	if a, b, ok := roundTripPair(topo); ok && runtime.GOMAXPROCS(0) > 1 {
 		d, err := roundTrip(a, b)
-		if err != nil || d <= 0 || d > time.Millisecond {
+		if errors.Is(err, errRoundTripSlow) {
+			// Both CPUs busy with other processes (tests of other packages
+			// run at the same time): the probe gives up, as it should.
+			t.Logf("CPUs %d and %d: %v (the machine is busy)", a, b, err)
+		} else if err != nil || d <= 0 || d > time.Millisecond {
 			t.Errorf("CPUs %d and %d: %v, %v; want a duration under a millisecond", a, b, d, err)
 		}
 	} else {
