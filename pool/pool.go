@@ -255,11 +255,28 @@ func (p *sched) groupOf(node int) (*group, error) {
 	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.nodes())
 }
 
+// nextGroup picks the node for work for the whole pool from outside it:
+// round robin, weighted by the nodes' workers, so that a stream of
+// submissions spreads over the machine; but when every worker of that
+// node sleeps while another node has a searcher and nothing queued, that
+// node, whose searcher takes the work within a microsecond or so where a
+// sleeper's thread would take a wake-up (tens of microseconds). A burst
+// still spreads: once a task waits in the searcher's shard, the next
+// submissions go round robin again, and wake the sleeping nodes.
 func (p *sched) nextGroup() *group {
 	if len(p.order) == 1 {
 		return p.groups[0]
 	}
-	return p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+	g := p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+	if int(g.sleeping.Load()) < len(g.workers) || p.idle.searching.Load() == 0 {
+		return g
+	}
+	for _, o := range p.groups {
+		if o.searching.Load() > 0 && o.inject.IsEmpty() {
+			return o
+		}
+	}
+	return g
 }
 
 // submit queues fn for group g (nil: any node) with the given home,

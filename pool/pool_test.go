@@ -738,3 +738,43 @@ func TestCloseFromInsideATask(t *testing.T) {
 		t.Errorf("%d of 10 queued tasks ran", ran.Load())
 	}
 }
+
+// A burst of submissions from outside an idle pool spreads over its
+// nodes: whole-pool work goes where a worker searches only while the
+// node picked in turn sleeps entirely, so the burst wakes both nodes and
+// each runs a fair share and receives some of it in its shard.
+func TestOutsideBurstSpreadsOverNodes(t *testing.T) {
+	for _, spec := range []string{"2x1", "2x2"} {
+		t.Run(spec, func(t *testing.T) {
+			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
+			const n = 2000
+			ran := make([]atomic.Int64, 2)
+			var wg sync.WaitGroup
+			wg.Add(n)
+			for range n {
+				if err := p.Submit(context.Background(), func(w *Worker) {
+					defer wg.Done()
+					for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+					}
+					ran[w.group.index].Add(1)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			st := p.Stats()
+			t.Logf("ran %d and %d; queued on the nodes %d and %d", ran[0].Load(), ran[1].Load(), st.Nodes[0].Submitted, st.Nodes[1].Submitted)
+			for i := range ran {
+				// Shares, not halves: on a machine busy with other work a
+				// node's workers may get less CPU than the other's.
+				if got := ran[i].Load(); got < n/20 {
+					t.Errorf("node %d ran %d of %d tasks; want at least %d", p.Nodes()[i], got, n, n/20)
+				}
+				if got := st.Nodes[i].Submitted; got < n/4 {
+					t.Errorf("node %d's shard received %d of the %d tasks; want at least %d", p.Nodes()[i], got, n, n/4)
+				}
+			}
+		})
+	}
+}
