@@ -19,6 +19,7 @@ import (
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
 	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
 )
 
 // A Contender is one way of running the workloads.
@@ -123,6 +124,22 @@ type runner struct {
 	tasks   chan func()
 	chanWG  sync.WaitGroup
 	wg      sync.WaitGroup // tasks given to submit
+
+	// sizing is what the memory workloads size their arrays against
+	// (memory returns it, from the machine unless set); facts is what the
+	// last memory workload run reports beside its figure.
+	sizing *memorySizing
+	facts  *MemoryFacts
+}
+
+// memory returns the runner's memory sizing, the machine's unless the
+// suite's configuration gave one.
+func (r *runner) memory() memorySizing {
+	if r.sizing == nil {
+		s := sizingFor(topology.Discover(), 0, 0)
+		r.sizing = &s
+	}
+	return *r.sizing
 }
 
 // start starts contender c. One numapool pool at a time:
