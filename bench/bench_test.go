@@ -5,10 +5,16 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/topology"
 )
 
 // The whole suite runs at a tiny size: every workload on every contender
@@ -20,13 +26,26 @@ func TestSuiteRunsEverything(t *testing.T) {
 	if testing.Short() {
 		scale = 0.005
 	}
-	results, err := Run(Config{Workloads: wls, Contenders: cs, Reps: 2, Scale: scale})
+	// A small injected cache keeps the memory workloads' arrays small.
+	results, err := Run(Config{Workloads: wls, Contenders: cs, Reps: 2, Scale: scale, LLCBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
 	for _, r := range results {
 		seen[r.Workload+"/"+r.Contender]++
+		if r.Workload == "triad" && r.NA == "" {
+			switch m := r.Memory; {
+			case m == nil:
+				t.Errorf("triad on %s: no memory facts", r.Contender)
+			case m.LLCBytes != 1<<20 || m.Bytes <= 0 || m.Allocation == "":
+				t.Errorf("triad on %s: %+v, want sized against the injected 1 MiB", r.Contender, *m)
+			case runtime.GOOS == "linux" && m.LocalPct == nil:
+				t.Errorf("triad on %s: locality not measured", r.Contender)
+			case m.LocalPct != nil && m.MemoryNodes == 1 && *m.LocalPct != 100:
+				t.Errorf("triad on %s: %.1f%% local on one memory node", r.Contender, *m.LocalPct)
+			}
+		}
 		switch {
 		case r.NA != "":
 			if r.Contender == "numapool" {
@@ -52,6 +71,11 @@ func TestSuiteRunsEverything(t *testing.T) {
 	for _, w := range wls {
 		if !strings.Contains(tables.String(), w.Name+":") {
 			t.Errorf("no table for %s", w.Name)
+		}
+	}
+	for _, want := range []string{"sized against 1.0 MiB of last-level cache", "triad locality:"} {
+		if !strings.Contains(tables.String(), want) {
+			t.Errorf("tables do not say %q", want)
 		}
 	}
 	var js bytes.Buffer
@@ -305,5 +329,120 @@ func TestNAAfterARepetitionIsNAForTheWorkload(t *testing.T) {
 	}
 	if asked["goroutines"] != 4 {
 		t.Errorf("goroutines asked %d times, want 4 (two starts of warm-up and repetition)", asked["goroutines"])
+	}
+}
+
+// The triad's arrays take four times the last-level caches at the quick
+// size and eight at the full size, within the memory budget: 300 MiB of
+// L3 give at least 1200 MiB (1.26e9 bytes) in the quick suite.
+func TestTriadSizing(t *testing.T) {
+	const mib = 1 << 20
+	big := memorySizing{llc: 300 * mib, budget: 64 << 30, nodes: 2}
+	for _, c := range []struct {
+		scale     float64
+		atLeast   int64
+		butBelow  int64
+		sizing    memorySizing
+		situation string
+	}{
+		{0.5, 1200 * mib, 1300 * mib, big, "quick, 300 MiB of L3"},
+		{1, 2400 * mib, 2500 * mib, big, "full, 300 MiB of L3"},
+		{0.5, 96 * mib, 128*mib + 1, memorySizing{llc: 300 * mib, budget: 128 * mib}, "quick, budget of 128 MiB"},
+		{0.0001, 3 * minArrayBytes, 3*minArrayBytes + 1, big, "a tiny test size"},
+	} {
+		n := c.sizing.arrayElems(3, c.scale)
+		got := int64(n) * 24
+		if got < c.atLeast || got >= c.butBelow {
+			t.Errorf("%s: arrays of %d MiB together, want [%d, %d) MiB", c.situation, got/mib, c.atLeast/mib, c.butBelow/mib)
+		}
+	}
+	if got := int64(big.arrayElems(3, 0.5)) * 24; got < 1_200_000_000 {
+		t.Errorf("quick triad over %d bytes with 300 MiB of L3, want at least 1.2e9", got)
+	}
+}
+
+// The caches summed are every last-level cache that serves an allowed
+// CPU, once each; the budget is a quarter of the allowed nodes' memory,
+// at most budgetCap; injected sizes win.
+func TestSizingFromTopology(t *testing.T) {
+	const gib = 1 << 30
+	topo := &topology.Topology{
+		Caches: []topology.Cache{{Level: 3, SizeBytes: 32 << 20}, {Level: 3, SizeBytes: 32 << 20}, {Level: 3, SizeBytes: 96 << 20}},
+		CPUs: []topology.CPU{
+			{ID: 0, LastLevelCache: 0, Allowed: true}, {ID: 1, LastLevelCache: 0, Allowed: true},
+			{ID: 2, LastLevelCache: 1, Allowed: true}, {ID: 3, LastLevelCache: 2, Allowed: false},
+		},
+		Nodes: []topology.Node{
+			{ID: 0, MemoryBytes: 8 * gib, HasMemory: true, Allowed: true},
+			{ID: 1, MemoryBytes: 8 * gib, HasMemory: true, Allowed: true},
+			{ID: 2, MemoryBytes: 64 * gib, HasMemory: true, Allowed: false},
+		},
+		AllowedMems: topology.NewCPUSet(0, 1),
+	}
+	s := sizingFor(topo, 0, 0)
+	if s.llc != 64<<20 || s.budget != 4*gib || s.nodes != 2 {
+		t.Errorf("sizing %+v, want 64 MiB of LLC (CPU 3's is not allowed), a 4 GiB budget, 2 nodes", s)
+	}
+	topo.Nodes[0].MemoryBytes = 1 << 40
+	if s := sizingFor(topo, 0, 0); s.budget != budgetCap {
+		t.Errorf("budget %d with a TiB node, want the cap %d", s.budget, budgetCap)
+	}
+	if s := sizingFor(topo, 300<<20, 1*gib); s.llc != 300<<20 || s.budget != gib {
+		t.Errorf("injected sizes ignored: %+v", s)
+	}
+	topo.Caches, topo.Machine.L3 = nil, 16<<20
+	topo.Packages = make([]topology.Package, 2)
+	for i := range topo.CPUs {
+		topo.CPUs[i].LastLevelCache = -1
+	}
+	if s := sizingFor(topo, 0, 0); s.llc != 32<<20 {
+		t.Errorf("without sysfs caches: %d bytes, want cpuid's 16 MiB L3 for each of 2 packages", s.llc)
+	}
+}
+
+// localShare counts a chunk's bytes on its node in proportion to its
+// sampled pages there, and a chunk that moved, or whose getcpu failed,
+// as remote.
+func TestLocalShare(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		samples []chunkSample
+		want    float64
+	}{
+		{"none", nil, 0},
+		{"all local", []chunkSample{{100, 0, 0, []int{0, 0, 0}}, {300, 1, 1, []int{1, 1, 1}}}, 100},
+		{"one chunk remote", []chunkSample{{100, 0, 0, []int{1, 1, 1}}, {300, 1, 1, []int{1, 1, 1}}}, 75},
+		{"a third of the pages elsewhere", []chunkSample{{300, 0, 0, []int{0, 1, 0, 0, 1, 0}}}, 200.0 / 3},
+		{"moved during the chunk", []chunkSample{{100, 0, 1, []int{0, 0, 0}}, {100, 1, 1, []int{1, 1, 1}}}, 50},
+		{"getcpu failed", []chunkSample{{100, -1, -1, []int{-1, -1, -1}}, {100, 0, 0, []int{0, 0, 0}}}, 50},
+		{"page not present", []chunkSample{{400, 0, 0, []int{0, -1, 0, 0}}}, 75},
+	} {
+		if got := localShare(c.samples); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %.4f%%, want %.4f%%", c.name, got, c.want)
+		}
+	}
+}
+
+// TriadLocality measures the suite's way for any contender; on this
+// machine's nodes every byte it processes is counted once.
+func TestTriadLocality(t *testing.T) {
+	cs, err := Select(Contenders(""), "numapool,goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		loc, err := TriadLocality(c, 12<<20)
+		if errors.Is(err, pin.ErrUnsupported) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loc.Bytes < 12<<20 || loc.Chunks == 0 || loc.LocalPct < 0 || loc.LocalPct > 100 {
+			t.Errorf("%s: %+v", c.Name, loc)
+		}
+		if topology.Discover().AllowedMems.Len() == 1 && loc.LocalPct != 100 {
+			t.Errorf("%s: %.1f%% local on one memory node", c.Name, loc.LocalPct)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
 	"github.com/numapool/numapool/steal"
+	"github.com/numapool/numapool/topology"
 )
 
 // A Contender is one way of running the workloads.
@@ -53,6 +54,7 @@ func Contenders(spec string) []Contender {
 	return []Contender{
 		np("numapool"),
 		np("numapool-flat", pool.WithSteal(steal.Flat)),
+		np("numapool-home", pool.WithHomeLoops()),
 		np("numapool-threads", pool.WithBinding(pin.Threads)),
 		np("numapool-cores", pool.WithBinding(pin.Cores)),
 		np("numapool-none", pool.WithBinding(pin.None)),
@@ -123,6 +125,22 @@ type runner struct {
 	tasks   chan func()
 	chanWG  sync.WaitGroup
 	wg      sync.WaitGroup // tasks given to submit
+
+	// sizing is what the memory workloads size their arrays against
+	// (memory returns it, from the machine unless set); facts is what the
+	// last memory workload run reports beside its figure.
+	sizing *memorySizing
+	facts  *MemoryFacts
+}
+
+// memory returns the runner's memory sizing, the machine's unless the
+// suite's configuration gave one.
+func (r *runner) memory() memorySizing {
+	if r.sizing == nil {
+		s := sizingFor(topology.Discover(), 0, 0)
+		r.sizing = &s
+	}
+	return *r.sizing
 }
 
 // start starts contender c. One numapool pool at a time:

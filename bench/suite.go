@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/numapool/numapool/pool"
+	"github.com/numapool/numapool/topology"
 )
 
 // Config says what to run.
@@ -30,6 +31,19 @@ type Config struct {
 	// repetitions, with no contender started (the CLI times how long a
 	// cache line takes between two CPUs there); not when Alone.
 	BeforeRound func(workload string)
+	// LLCBytes and MemoryBudget, when positive, replace what the machine
+	// says for sizing the memory workloads: the bytes of last-level cache
+	// of the allowed CPUs (all cache domains together), and the bytes
+	// their arrays may take together (default: a quarter of the allowed
+	// nodes' memory, at most 16 GiB). Tests give a small cache instead
+	// of allocating gigabytes.
+	LLCBytes     int64
+	MemoryBudget int64
+}
+
+// sizing returns the memory workloads' sizing for cfg on this machine.
+func (cfg Config) sizing() memorySizing {
+	return sizingFor(topology.Discover(), cfg.LLCBytes, cfg.MemoryBudget)
 }
 
 // Result is one repetition of one workload by one contender; a contender
@@ -42,7 +56,24 @@ type Result struct {
 	Unit      string             `json:"unit"`
 	Extra     map[string]float64 `json:"extra,omitempty"`
 	NA        string             `json:"na,omitempty"`
-	Stats     *pool.Counters     `json:"stats,omitempty"` // numapool's counters over the repetition
+	Stats     *pool.Counters     `json:"stats,omitempty"`  // numapool's counters over the repetition
+	Memory    *MemoryFacts       `json:"memory,omitempty"` // memory workloads only
+}
+
+// MemoryFacts is what a memory workload reports beside its figure: how
+// large its arrays were and what they were sized against, how the
+// contender placed them, and where the bytes were processed.
+type MemoryFacts struct {
+	Bytes       int64  `json:"bytes"`        // the workload's arrays together
+	LLCBytes    int64  `json:"llc_bytes"`    // the last-level caches they were sized against
+	BudgetBytes int64  `json:"budget_bytes"` // the memory budget that bounded them
+	MemoryNodes int    `json:"memory_nodes"` // nodes the process may allocate from
+	Allocation  string `json:"allocation"`   // how the contender allocated and first touched them
+	// LocalPct is the share of the bytes of one untimed pass that were
+	// processed on the node that holds them (localShare says how it is
+	// measured); absent when it could not be measured (no getcpu or
+	// move_pages).
+	LocalPct *float64 `json:"local_pct,omitempty"`
 }
 
 // Run runs every workload on every contender Reps times and returns every
@@ -112,6 +143,8 @@ func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, e
 		return nil, err
 	}
 	defer r.stop()
+	sz := cfg.sizing()
+	r.sizing = &sz
 	notRun := func(err error) []Result {
 		return []Result{{Workload: wl.Name, Contender: c.Name, Unit: wl.Unit, NA: strings.TrimPrefix(err.Error(), "n/a: ")}}
 	}
@@ -128,6 +161,7 @@ func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, e
 		if r.p != nil {
 			before = r.p.Stats().Total
 		}
+		r.facts = nil
 		v, extra, err := wl.run(r, cfg.Scale)
 		if IsNA(err) {
 			return notRun(err), nil
@@ -140,6 +174,7 @@ func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, e
 			d := r.p.Stats().Total.Sub(before)
 			res.Stats = &d
 		}
+		res.Memory = r.facts
 		out = append(out, res)
 	}
 	return out, nil
@@ -158,6 +193,9 @@ type Summary struct {
 	VsSequential float64
 	Extra        map[string]float64
 	NA           string
+	// Memory is a memory workload's sizing and placement (its first
+	// repetition's), with LocalPct the median over the repetitions.
+	Memory *MemoryFacts
 }
 
 // Summarize reduces the repetitions to medians and ratios.
@@ -170,6 +208,8 @@ func Summarize(results []Result, wls []Workload) []Summary {
 	vals := map[key][]float64{}
 	extras := map[key]map[string][]float64{}
 	nas := map[key]string{}
+	mems := map[key]*MemoryFacts{}
+	locals := map[key][]float64{}
 	var order []key
 	for _, r := range results {
 		k := key{r.Workload, r.Contender}
@@ -183,6 +223,14 @@ func Summarize(results []Result, wls []Workload) []Summary {
 			continue
 		}
 		vals[k] = append(vals[k], r.Value)
+		if m := r.Memory; m != nil {
+			if mems[k] == nil {
+				mems[k] = m
+			}
+			if m.LocalPct != nil {
+				locals[k] = append(locals[k], *m.LocalPct)
+			}
+		}
 		if extras[k] == nil {
 			extras[k] = map[string][]float64{}
 		}
@@ -205,6 +253,15 @@ func Summarize(results []Result, wls []Workload) []Summary {
 			for n, e := range extras[k] {
 				s.Extra[n] = median(e)
 			}
+		}
+		if m := mems[k]; m != nil {
+			mc := *m
+			mc.LocalPct = nil
+			if l := locals[k]; len(l) > 0 {
+				pct := median(l)
+				mc.LocalPct = &pct
+			}
+			s.Memory = &mc
 		}
 		out = append(out, s)
 	}
@@ -229,9 +286,7 @@ func Summarize(results []Result, wls []Workload) []Summary {
 				continue
 			}
 			if o.Contender == "sequential" {
-				if s.Unit != "% on node" {
-					s.VsSequential = better(s.Median, o.Median, hi)
-				}
+				s.VsSequential = better(s.Median, o.Median, hi)
 				continue
 			}
 			if family(o.Contender) == family(s.Contender) && s.Contender != "sequential" {
@@ -300,7 +355,60 @@ func WriteNotedTables(w io.Writer, sums []Summary, wls []Workload, notes map[str
 				ratio(s.VsBest), ratio(s.VsSequential), extras(s.Extra))
 		}
 		tw.Flush()
+		writeMemory(w, wl, rows)
 	}
+}
+
+// writeMemory prints, for a memory workload, what its arrays were sized
+// against and a locality table with a figure for every contender that
+// ran it.
+func writeMemory(w io.Writer, wl Workload, rows []Summary) {
+	var first *MemoryFacts
+	for _, s := range rows {
+		if s.Memory != nil {
+			first = s.Memory
+			break
+		}
+	}
+	if first == nil {
+		return
+	}
+	fmt.Fprintf(w, "  arrays: %s together, sized against %s of last-level cache (%.1fx it; memory budget %s)\n",
+		bytesText(first.Bytes), bytesText(first.LLCBytes), float64(first.Bytes)/float64(max(first.LLCBytes, 1)), bytesText(first.BudgetBytes))
+	fmt.Fprintf(w, "\n%s locality: share of the bytes of one untimed pass processed on the node that holds them\n", wl.Name)
+	fmt.Fprintln(w, "  (a chunk runs on the node getcpu reports at both its start and its end; its pages are sampled")
+	fmt.Fprintln(w, "  at its first, middle and last element of each array with move_pages)")
+	if first.MemoryNodes <= 1 {
+		fmt.Fprintln(w, "  (one memory node: every byte is on the node that processes it, so this machine cannot tell the contenders apart)")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  contender\tlocal\tallocation")
+	for _, s := range rows {
+		switch {
+		case s.NA != "":
+			continue
+		case s.Memory == nil:
+			fmt.Fprintf(tw, "  %s\t-\t\n", s.Contender)
+		case s.Memory.LocalPct == nil:
+			fmt.Fprintf(tw, "  %s\tnot measured\t%s\n", s.Contender, s.Memory.Allocation)
+		default:
+			fmt.Fprintf(tw, "  %s\t%.1f %%\t%s\n", s.Contender, *s.Memory.LocalPct, s.Memory.Allocation)
+		}
+	}
+	tw.Flush()
+}
+
+// bytesText gives a size in binary units with one decimal.
+func bytesText(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + " GiB"
+	case b >= 1<<20:
+		return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
+	case b >= 1<<10:
+		return strconv.FormatFloat(float64(b)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(b, 10) + " B"
 }
 
 func num(v float64) string {

@@ -30,13 +30,12 @@ func Workloads() []Workload {
 		{"spawn-local", "ns/task", false, "the same spawned from inside tasks", runSpawnLocal},
 		{"fib-12", "ms", false, "fork-join fib(32), sequential below 12", func(r *runner, s float64) (float64, map[string]float64, error) { return runFib(r, s, 12) }},
 		{"fib-20", "ms", false, "fork-join fib(32), sequential below 20", func(r *runner, s float64) (float64, map[string]float64, error) { return runFib(r, s, 20) }},
-		{"triad", "GB/s", true, "a = b + s*c over 3 arrays far larger than the L3, first touched by the same split", runTriad},
+		{"triad", "GB/s", true, "a = b + 3c over 3 arrays sized from the last-level caches, first touched by the same split", runTriad},
 		{"reduce", "ms", false, "sum of square roots over 2^24 indexes (compute bound)", runReduce},
 		{"uts", "Mnodes/s", true, "unbalanced tree search, geometric branching, fixed seed, ~10^6 nodes", runUTS},
 		{"pingpong", "µs", false, "hand one task over and wait for it, repeat: pool.Run for numapool, a channel for the others (median; p99 in extras)", runPingPong},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
-		{"locality", "% on node", true, "SubmitTo each node of a synthetic 2x2 machine in turn: share of tasks run on their node", runLocality},
 	}
 }
 
@@ -182,24 +181,32 @@ func parallelFor(r *runner, n int, body func(lo, hi int)) {
 	}
 }
 
+// runTriad times reps passes of a = b + 3c over arrays sized from the
+// machine (memorySizing), allocated and first-touched as the contender's
+// users would (allocArrays), then runs one more pass, untimed, that
+// records where each chunk ran and where its pages are (localShare).
 func runTriad(r *runner, s float64) (float64, map[string]float64, error) {
-	n := max(scaled(8<<20, s), 4<<20) // 3 x 32 MiB at least: well past any L3 here
-	a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
-	parallelFor(r, n, func(lo, hi int) { // first touch by the same split
-		for i := lo; i < hi; i++ {
-			a[i], b[i], c[i] = 0, 1, 2
-		}
-	})
+	sz := r.memory()
+	n := sz.arrayElems(3, s)
+	arrays, release, how, err := allocArrays(r, 3, n)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer release()
+	a, b, c := arrays[0], arrays[1], arrays[2]
 	const reps = 10
 	start := time.Now()
 	for range reps {
-		parallelFor(r, n, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				a[i] = b[i] + 3*c[i]
-			}
-		})
+		parallelFor(r, n, func(lo, hi int) { triadKernel(a, b, c, lo, hi) })
 	}
-	return 24 * float64(n) * reps / since(start), nil, nil // bytes per ns = GB/s
+	gbs := 24 * float64(n) * reps / since(start) // bytes per ns = GB/s
+	rec := &localityRecorder{arrays: arrays}
+	parallelFor(r, n, func(lo, hi int) { rec.run(lo, hi, func(lo, hi int) { triadKernel(a, b, c, lo, hi) }) })
+	r.facts = sz.facts(24*int64(n), how)
+	if pct, err := rec.share(); err == nil {
+		r.facts.LocalPct = &pct
+	}
+	return gbs, nil, nil
 }
 
 func runReduce(r *runner, s float64) (float64, map[string]float64, error) {
@@ -430,54 +437,3 @@ func runPipeline(r *runner, s float64, perChunk int) (float64, map[string]float6
 	}
 	return float64(chunks*perChunk) / since(start) * 1e3, nil, nil
 }
-
-func runLocality(r *runner, s float64) (float64, map[string]float64, error) {
-	if r.c.kind != kindNumapool {
-		return 0, nil, na("no notion of NUMA nodes")
-	}
-	n := scaled(100000, s)
-	extra := map[string]float64{}
-	// The contender's own topology (one node here: trivially local) ...
-	share, cross := locality(r.p, n)
-	extra["this machine %"] = share
-	extra["this machine cross/1e6"] = cross
-	// ... and a synthetic 2x2 machine with the contender's configuration,
-	// where stealing can cross nodes.
-	opts := append(append([]pool.Option{}, r.c.opts...), pool.WithSpec("2x2"))
-	p, err := pool.New(opts...)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer p.Close()
-	share, cross = locality(p, n)
-	extra["2x2 cross/1e6"] = cross
-	return share, extra, nil
-}
-
-// locality submits n small tasks to the pool's nodes in turn and returns
-// the share run on their node (%) and the cross-node steals per 10^6
-// tasks.
-func locality(p *pool.Pool, n int) (share, crossPerM float64) {
-	nodes := p.Nodes()
-	before := p.Stats().Total
-	var local atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := range n {
-		node := nodes[i%len(nodes)]
-		_ = p.Node(node).Submit(context.Background(), func(w *pool.Worker) {
-			if w.Node() == node {
-				local.Add(1)
-			}
-			utsSink.Add(utsWork(uint64(i))) // a little work, so that idle workers steal
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	after := p.Stats().Total
-	return 100 * float64(local.Load()) / float64(n), float64(crossTakes(after)-crossTakes(before)) * 1e6 / float64(n)
-}
-
-// crossTakes counts takes of work from another node: steals from its
-// workers and pulls from its inject shard.
-func crossTakes(c pool.Counters) uint64 { return c.StealsCrossNode + c.InjectPullsCrossNode }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/numapool/numapool/bench"
+)
+
+// The report has the header, the machine, the round trip and a section
+// per workload in the suite's order, the triad's with its sizing and
+// locality table.
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	results := []bench.Result{
+		{Workload: "triad", Contender: "numapool", Value: 20, Unit: "GB/s",
+			Memory: &bench.MemoryFacts{Bytes: 1260 << 20, LLCBytes: 300 << 20, BudgetBytes: 4 << 30, MemoryNodes: 2, Allocation: "pool.AllocFirstTouch", LocalPct: ptr(99.5)}},
+		{Workload: "triad", Contender: "goroutines", Value: 12, Unit: "GB/s",
+			Memory: &bench.MemoryFacts{Bytes: 1260 << 20, LLCBytes: 300 << 20, BudgetBytes: 4 << 30, MemoryNodes: 2, Allocation: "pin.Map", LocalPct: ptr(52)}},
+		{Workload: "spawn", Contender: "numapool", Value: 40, Unit: "ns/task"},
+		{Workload: "spawn", Contender: "errgroup", NA: "a | b", Unit: "ns/task"},
+	}
+	js := filepath.Join(dir, "bench.json")
+	var b bytes.Buffer
+	if err := bench.WriteJSON(&b, results); err != nil {
+		t.Fatal(err)
+	}
+	write(t, js, b.String())
+	topo := filepath.Join(dir, "topo.txt")
+	write(t, topo, "available: 2 nodes (0-1)\n")
+	rt := filepath.Join(dir, "rt.txt")
+	write(t, rt, "a cache line from CPU 0 to 1 and back, before the suite: 70 ns\nnoise\n")
+
+	r := report{run: "numapool bench --json", machine: "a test machine", date: "2026-01-02", goVersion: "go1.26"}
+	if err := r.load(js, topo, rt); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.write(&out); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"on 2026-01-02 on a test machine, built with go1.26",
+		"available: 2 nodes (0-1)",
+		"- a cache line from CPU 0 to 1 and back, before the suite: 70 ns",
+		"| numapool | 20.0 | 20.0–20.0 | 1.67x |",
+		"Arrays: 1.2 GiB together, sized against 300.0 MiB of last-level cache (4.2x it",
+		"| numapool | 99.5 % | pool.AllocFirstTouch |",
+		"| goroutines | 52.0 % | pin.Map |",
+		`| errgroup | n/a | | | | a \| b |`,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "noise") || strings.Contains(md, "cannot tell the contenders apart") {
+		t.Errorf("report has a line that is no round trip, or the one-node note on two nodes:\n%s", md)
+	}
+	if s, tr := strings.Index(md, "### spawn"), strings.Index(md, "### triad"); s < 0 || tr < 0 || s > tr {
+		t.Errorf("sections not in the suite's order (spawn at %d, triad at %d)", s, tr)
+	}
+}
+
+// Results of a workload the suite does not have are refused, not dropped.
+func TestReportRefusesUnknownWorkloads(t *testing.T) {
+	if _, err := workloadsOf([]bench.Result{{Workload: "gone"}}); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("workloadsOf: %v", err)
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
