@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ type benchOpts struct {
 	scale, dryRun, point        *bool
 	placement                   *string
 	maxCPUs                     *int
+	llc, memBudget              *string
 }
 
 func benchFlags() (*flag.FlagSet, benchOpts) {
@@ -45,6 +47,8 @@ func benchFlags() (*flag.FlagSet, benchOpts) {
 		placement:  fs.String("placement", "compact", "with --scale, which CPUs a point gets: `P` is compact (fill a node first) or scatter (round robin over nodes)"),
 		maxCPUs:    fs.Int("max-cpus", 0, "with --scale, stop at `N` CPUs (default: all allowed)"),
 		dryRun:     fs.Bool("dry-run", false, "with --scale, print the plan (points, CPU sets, commands) without running it"),
+		llc:        fs.String("llc", "", "size the memory workloads against last-level caches of `BYTES` in all (e.g. 300MiB) instead of this machine's"),
+		memBudget:  fs.String("mem-budget", "", "the most the memory workloads' arrays may take together, `BYTES` (e.g. 4GiB; default: a quarter of the allowed nodes' memory, at most 16 GiB)"),
 		point:      fs.Bool("point", false, "run one point of --scale in this process and print it as JSON (--scale starts these itself)"),
 	}
 }
@@ -107,6 +111,20 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("--plot %q: only SVG is written; name the file *.svg", *plot)}
 	}
 	cfg := bench.Config{Workloads: wls, Contenders: cs, Reps: *reps, Scale: scale, Alone: *mode != ""}
+	for _, f := range []struct {
+		name string
+		text string
+		to   *int64
+	}{{"llc", *o.llc, &cfg.LLCBytes}, {"mem-budget", *o.memBudget, &cfg.MemoryBudget}} {
+		if f.text == "" {
+			continue
+		}
+		n, err := parseBytes(f.text)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %w", f.name, f.text, err)
+		}
+		*f.to = n
+	}
 	if isTerminal(os.Stderr) && *mode == "" {
 		cfg.Progress = progressBar(os.Stderr)
 	}
@@ -201,4 +219,25 @@ func progressBar(w io.Writer) func(done, total int, what string) {
 			fmt.Fprint(w, "\r\033[K")
 		}
 	}
+}
+
+// parseBytes reads a size such as 300MiB, 1.5GiB, 64MB or 4096 (bytes).
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult, num := 1.0, strings.TrimSpace(s)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(num), strings.ToUpper(u.suffix)) {
+			mult, num = u.mult, strings.TrimSpace(num[:len(num)-len(u.suffix)])
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 || v*mult > 1<<62 {
+		return 0, fmt.Errorf("want a positive size such as 300MiB, 1.5GiB or 4096")
+	}
+	return int64(v * mult), nil
 }

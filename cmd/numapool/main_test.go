@@ -392,3 +392,16 @@ func TestPerfstatScript(t *testing.T) {
 		t.Errorf("output lacks a mode:\n%s", got)
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"300MiB": 300 << 20, "1.5GiB": 3 << 29, "64MB": 64e6, "4096": 4096, "2 kib": 2048} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1MiB", "lots", "0"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q): no error", in)
+		}
+	}
+}
