@@ -54,7 +54,7 @@ func Contenders(spec string) []Contender {
 	return []Contender{
 		np("numapool"),
 		np("numapool-flat", pool.WithSteal(steal.Flat)),
-		np("numapool-home", pool.WithHomeLoops()),
+		np("numapool-cross", pool.WithCrossNodeLoops()),
 		np("numapool-threads", pool.WithBinding(pin.Threads)),
 		np("numapool-cores", pool.WithBinding(pin.Cores)),
 		np("numapool-none", pool.WithBinding(pin.None)),

@@ -459,7 +459,7 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 	}{
 		{"real", nil},
 		{"2x1", []Option{WithSpec("2x1")}},
-		{"2x1-strict", []Option{WithSpec("2x1"), WithHomeLoops()}},
+		{"2x1-cross", []Option{WithSpec("2x1"), WithCrossNodeLoops()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestPool(t, tc.opts...)
@@ -497,10 +497,10 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 }
 
 // A loop that succeeds covers every index once, on the node Split gives
-// it (exactly, with WithHomeLoops); a panic comes back as *PanicError.
+// it (exactly: pieces stay home by default); a panic comes back as *PanicError.
 func TestParallelForErrBlocksAndPanics(t *testing.T) {
 	const n = 50_000
-	p := newTestPool(t, WithSpec("2x1"), WithHomeLoops())
+	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()
 	nodeOf := make([]int, n)
 	for _, b := range p.Split(n) {
@@ -530,7 +530,7 @@ func TestParallelForErrBlocksAndPanics(t *testing.T) {
 		}
 	}
 	if wrong.Load() != 0 {
-		t.Errorf("WithHomeLoops: %d indexes ran off the node Split gave them", wrong.Load())
+		t.Errorf("%d indexes ran off the node Split gave them", wrong.Load())
 	}
 	bounded(t, "a panicking ParallelForErr", func() {
 		err := p.ParallelFor(context.Background(), n, 100, func(_ *Worker, lo, hi int) error {

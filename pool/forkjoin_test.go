@@ -498,8 +498,8 @@ func TestAllocFirstTouch(t *testing.T) {
 func TestParallelForDryNodeLeavesFreshWorkAlone(t *testing.T) {
 	for _, strictLoops := range []bool{false, true} {
 		opts := []Option{WithSpec("2x1")}
-		if strictLoops {
-			opts = append(opts, WithHomeLoops())
+		if !strictLoops {
+			opts = append(opts, WithCrossNodeLoops())
 		}
 		p := newTestPool(t, opts...)
 		split := p.Split(4000)

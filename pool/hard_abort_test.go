@@ -185,8 +185,8 @@ func TestHardLoopsFailingDuringAbort(t *testing.T) {
 	for iter := range 40 {
 		spec := specs[iter%len(specs)]
 		opts := specOpts(spec)
-		if iter%2 == 0 {
-			opts = append(opts, WithHomeLoops())
+		if iter%2 != 0 {
+			opts = append(opts, WithCrossNodeLoops())
 		}
 		p := newTestPool(t, opts...)
 		var wg sync.WaitGroup

@@ -666,7 +666,7 @@ func (c *chunkCheck) check(res []int, err error, how string) {
 
 // Every index is mapped exactly once and the chunks combine in order,
 // for tiny and large grains, n not a multiple of grain, on one worker and
-// on several nodes, with and without WithHomeLoops, from outside the
+// on several nodes, with and without WithCrossNodeLoops, from outside the
 // pool and from inside a task (which helps), and with several calls at
 // once.
 func TestHardReuseMapReduceChunksOnce(t *testing.T) {
@@ -720,7 +720,7 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 }
 
 // A node whose chunks are slow is helped by the other node's helpers once
-// its block has waited crossNodeAfter, never under WithHomeLoops; each
+// its block has waited crossNodeAfter under WithCrossNodeLoops, never without; each
 // chunk is still mapped once. Node 0's 200 chunks take at least 4 ms
 // even on two workers (twice crossNodeAfter: a node that finishes sooner
 // has no reason to cross), node 1's at least 20 ms, so node 0's helpers
@@ -757,7 +757,7 @@ func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 			t.Logf("run %d: %d of node 1's %d chunks mapped by node 0", run, crossed, blocks[1].Hi-blocks[1].Lo)
 			switch {
 			case strict && crossed != 0:
-				t.Fatalf("WithHomeLoops: %d of node 1's chunks mapped by node 0", crossed)
+				t.Fatalf("without WithCrossNodeLoops: %d of node 1's chunks mapped by node 0", crossed)
 			case strict && run < 3:
 				continue // strict: every run must stay put
 			case !strict && crossed == 0 && run < 3:
@@ -947,8 +947,8 @@ func TestHardReuseMapReduceShutdown(t *testing.T) {
 	for iter := 0; iter < iters && time.Now().Before(budget); iter++ {
 		spec := specs[iter%len(specs)]
 		var opts []Option
-		if iter%3 == 1 {
-			opts = append(opts, WithHomeLoops())
+		if iter%3 != 1 {
+			opts = append(opts, WithCrossNodeLoops())
 		}
 		p := newTestPool(t, reuseOpts(spec, opts...)...)
 		var pr problems
@@ -1194,7 +1194,7 @@ func nestedPlainPanicChild() {
 }
 
 // onEachLayout runs body on a pool of each layout in specs (see
-// reuseSpecs), with and without WithHomeLoops, each as a subtest.
+// reuseSpecs), with and without WithCrossNodeLoops, each as a subtest.
 func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool, strict bool)) {
 	for _, spec := range specs {
 		for _, strict := range []bool{false, true} {
@@ -1202,7 +1202,8 @@ func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool,
 			var opts []Option
 			if strict {
 				name += "/strict"
-				opts = append(opts, WithHomeLoops())
+			} else {
+				opts = append(opts, WithCrossNodeLoops())
 			}
 			t.Run(name, func(t *testing.T) {
 				p := newTestPool(t, reuseOpts(spec, opts...)...)

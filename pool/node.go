@@ -34,9 +34,9 @@ func (p *Pool) Node(id int) Node {
 
 // Strict returns the node with the preference made hard: work sent to it
 // runs only on its workers. It holds for the task sent, not for what that
-// task starts: a Spawn, Group.Go or loop piece it makes may be stolen by
-// another node's idle workers like any other (use WithHomeLoops to keep
-// ParallelFor's pieces on their nodes).
+// task starts: a Spawn or Group.Go it makes may be stolen by another
+// node's idle workers like any other (a loop's pieces stay on their
+// nodes unless WithCrossNodeLoops).
 func (n Node) Strict() Node {
 	n.strict = true
 	return n

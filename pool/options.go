@@ -38,7 +38,7 @@ type config struct {
 	panicHandler func(value any, stack []byte)
 	shardBound   int
 	interval     int  // fairness interval; 0: self-tuned
-	homeLoops    bool // WithHomeLoops
+	crossLoops   bool // WithCrossNodeLoops
 	noEnv        bool
 	envWarnings  []string      // unknown NUMAPOOL_* variables (environ.go)
 	display      bool          // NUMAPOOL_DISPLAY_AFFINITY
@@ -229,14 +229,16 @@ func WithFairnessInterval(n int) Option {
 	})
 }
 
-// WithHomeLoops keeps every piece of a ParallelFor or MapReduce on the
-// node whose block it belongs to, its home, as OpenMP's static schedule
-// with proc_bind does: data first touched by a loop is always processed
-// on its node, at the price of no help across nodes when one lags. By
-// default a node that has run dry may take small bites of a lagging
-// node's pieces.
-func WithHomeLoops() Option {
-	return optionFunc(func(c *config) error { c.homeLoops = true; return nil })
+// WithCrossNodeLoops lets a node that has run dry help a lagging one
+// with its ParallelFor and MapReduce pieces: once a piece has waited
+// crossNodeAfter, a worker of another node takes a grain-sized bite from
+// its end and sends the rest home. It trades locality for balance: the
+// bites process memory of another node. By default every piece stays on
+// the node whose block it belongs to, its home, as OpenMP's static
+// schedule with proc_bind does, so data first touched by a loop is
+// always processed on its node, and a node that finishes early waits.
+func WithCrossNodeLoops() Option {
+	return optionFunc(func(c *config) error { c.crossLoops = true; return nil })
 }
 
 // WithoutEnv ignores the NUMAPOOL_* environment variables.

@@ -16,12 +16,13 @@ import (
 // that node (and stays there at the top level); inside a node a worker
 // runs its block in grain-sized pieces and offers the upper half of what
 // is left whenever its queue is empty, so idle workers of the node steal
-// halves (lazy binary splitting). Work crosses to another node only when
-// that node has run dry and the piece has waited crossNodeAfter: its
-// worker takes one grain-sized bite from the end (a tail-end steal) and
-// sends the rest home; WithHomeLoops forbids even that. So data first
-// touched by a ParallelFor over n is, in every later ParallelFor over n,
-// processed by the node that touched it: the first-touch pattern.
+// halves (lazy binary splitting). No piece leaves its node, so data
+// first touched by a ParallelFor over n is, in every later ParallelFor
+// over n, processed by the node that touched it: the first-touch
+// pattern. Under WithCrossNodeLoops a node that has run dry helps one
+// whose piece has waited crossNodeAfter: its worker takes one
+// grain-sized bite from the end (a tail-end steal) and sends the rest
+// home.
 //
 // grain <= 0 picks one from n and the number of workers. The first error
 // of body, panic (as a *PanicError) or ctx's error stops handing out
@@ -88,8 +89,8 @@ func (p *sched) split(n int) []NodeBlock {
 //   - otherwise takes one grain-sized bite from the end and sends the
 //     rest home: the node lags, and help that moves little data beats
 //     waiting for it;
-//   - with WithHomeLoops, always sends the piece home: blocks never
-//     leave their node.
+//   - without WithCrossNodeLoops (the default), always sends the piece
+//     home: blocks never leave their node.
 //
 // crossNodeAfter is far above a piece's usual age on a node that keeps up
 // (microseconds) and far below a lagging node's backlog (the loop's
@@ -165,7 +166,7 @@ func (pc *piece) run(w *Worker) {
 	s, lo, hi, home := pc.s, pc.lo, pc.hi, pc.node
 	if w.group.index != home && !s.stopped() {
 		g := w.pool.groups[home]
-		if w.pool.cfg.homeLoops {
+		if !w.pool.cfg.crossLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
 			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter))

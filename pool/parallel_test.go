@@ -37,7 +37,7 @@ var edgePools = []struct {
 	{"1-worker", []Option{WithWorkers(1)}},
 	{"2x1", []Option{WithSpec("2x1")}},
 	{"2x2", []Option{WithSpec("2x2")}},
-	{"2x1-strict", []Option{WithSpec("2x1"), WithHomeLoops()}},
+	{"2x1-cross", []Option{WithSpec("2x1"), WithCrossNodeLoops()}},
 }
 
 // edgeSmall is the largest size a range test runs to the end; a loop over

@@ -75,9 +75,8 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // over the nodes in contiguous blocks, as ParallelFor splits indexes, and
 // each node's workers take its chunks in order, one at a time (OpenMP's
 // schedule(dynamic) inside each node): a failure early in the range stops
-// the job early. A node whose block is done, if crossNodeAfter has passed
-// since the call, helps the others with theirs (never under
-// WithHomeLoops). The first error of a map in time, or its panic, or
+// the job early. Under WithCrossNodeLoops a node whose block is done, if
+// crossNodeAfter has passed since the call, helps the others with theirs. The first error of a map in time, or its panic, or
 // ctx's error, stops handing out chunks and is returned with the zero T,
 // after every map already running has returned. Called from inside one of
 // the pool's tasks it runs chunks itself while it waits (pass w.Pool()).
@@ -183,7 +182,7 @@ func (l *chunkLoop) claim(w *Worker) (int, bool) {
 	if c, ok := l.blocks[w.group.index].v.take(); ok {
 		return c, true
 	}
-	if w.pool.cfg.homeLoops {
+	if !w.pool.cfg.crossLoops {
 		return 0, false
 	}
 	for i := range l.blocks {

@@ -82,14 +82,14 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 	}
 }
 
-// With WithHomeLoops no loop piece runs off its node: the pieces a dry
+// By default no loop piece runs off its node: the pieces a dry
 // node takes from the busy one go straight back. Such a steal is not a
 // cross-node steal: the cross-node counters stay at the pieces that ran
 // off node (none), and the steals sent home are counted apart, their
 // pieces in SentHome.
 func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	const n, grain = 4000, 4
-	p := newTestPool(t, WithSpec("2x1"), WithHomeLoops())
+	p := newTestPool(t, WithSpec("2x1"))
 	nodeOf := make([]int, n)
 	split := p.Split(n)
 	for _, b := range split {
@@ -125,7 +125,7 @@ func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
 		st.StealsCrossNode, st.TasksStolenCrossNode, st.CrossNodeSentHome, st.SentHome)
 	if offNode.Load() != 0 {
-		t.Fatalf("WithHomeLoops: %d indexes ran off their node", offNode.Load())
+		t.Fatalf("%d indexes ran off their node", offNode.Load())
 	}
 	if st.StealsCrossNode != 0 || st.TasksStolenCrossNode != 0 {
 		t.Errorf("no piece ran off its node, but Stats count %d cross-node steals of %d tasks",

@@ -130,7 +130,7 @@ var contenderAbout = map[string]string{
 	"numapool-none":       "numapool with locked but unbound worker threads",
 	"numapool-goroutines": "numapool's scheduler on plain goroutines: no locked threads, no binding",
 	"numapool-active":     "numapool whose idle workers spin instead of parking",
-	"numapool-home":       "numapool whose loop pieces never leave their node (WithHomeLoops)",
+	"numapool-cross":      "numapool whose dry nodes help lagging ones with loop pieces (WithCrossNodeLoops)",
 	"goroutines":          "a goroutine per task, waited for with a sync.WaitGroup",
 	"ants":                "github.com/panjf2000/ants/v2 with GOMAXPROCS workers",
 	"pond":                "github.com/alitto/pond/v2 with GOMAXPROCS workers",
