@@ -962,7 +962,7 @@ func TestTuningCountsTasks(t *testing.T) {
 			}
 		}, func(*Worker) {
 			close(bStarted)
-			time.Sleep(20 * time.Millisecond) // the joiner waits in helpUntil meanwhile
+			time.Sleep(20 * time.Millisecond) // the joiner waits in runUntil meanwhile
 		})
 		res <- result{before, w.interval, stolen}
 	}); err != nil {

@@ -1,9 +1,6 @@
 package pool
 
-import (
-	"errors"
-	"sync/atomic"
-)
+import "errors"
 
 // Fork runs fa(w, xa) and fb(w, xb), possibly in parallel, and returns
 // both values, with a panic in either returned as a *PanicError (both
@@ -57,18 +54,18 @@ type forkRec[XB, RB any] struct {
 	xb   XB
 	rb   RB
 	err  error
-	done atomic.Bool
+	done latch
 }
 
 func (r *forkRec[XB, RB]) run(w *Worker) {
-	r.err = ErrGoexit        // stays if fb ends by runtime.Goexit
-	defer r.done.Store(true) // publishes rb and err, also when fb ends by Goexit
+	r.err = ErrGoexit  // stays if fb ends by runtime.Goexit
+	defer r.done.set() // publishes rb and err, also when fb ends by Goexit
 	r.err = catch(w, func(w *Worker) { r.rb = r.fb(w, r.xb) })
 }
 
 func (r *forkRec[XB, RB]) drop(cause error) {
 	r.err = cause
-	r.done.Store(true) // publishes err
+	r.done.set() // publishes err
 }
 
 // maxForkRecords bounds a worker's list of Fork records to reuse: it
@@ -92,6 +89,6 @@ func forkDone[XB, RB any](w *Worker, r *forkRec[XB, RB]) {
 	var zb XB
 	var zr RB
 	r.fb, r.xb, r.rb, r.err = nil, zb, zr, nil
-	r.done.Store(false)
+	r.done.reset()
 	w.forks.keep(r)
 }

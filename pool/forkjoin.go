@@ -1,11 +1,6 @@
 package pool
 
-import (
-	"errors"
-	"runtime"
-	"sync/atomic"
-	"time"
-)
+import "errors"
 
 // Join runs a and b, possibly in parallel, and returns when both are
 // done. If the worker's join slot is free, b goes there, where an idle
@@ -34,9 +29,10 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 
 // join runs a here while bt, the b side of a Join, is offered in the
 // join slot, which must be empty; then it runs b here if nobody took it,
-// and otherwise runs other tasks until the thief sets done. It returns
-// a's error; b's outcome is in bt's job.
-func (w *Worker) join(bt *task, done *atomic.Bool, a func(*Worker)) error {
+// and otherwise runs the scheduler loop until the thief sets done. It
+// returns a's error; b's outcome is in bt's job.
+func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
+	done.w = w // before the offer, which publishes it to the thief
 	w.joinSlot.Store(bt)
 	w.spawned(w.group)
 	errA := catch(w, a)
@@ -49,7 +45,7 @@ func (w *Worker) join(bt *task, done *atomic.Bool, a func(*Worker)) error {
 			w.c.Completed++
 		}
 	} else {
-		w.helpUntil(done.Load) // a thief runs b: help until it is done
+		w.runUntil(done) // a thief runs b: help, or sleep, until it is done
 	}
 	return errA
 }
@@ -63,15 +59,19 @@ func (w *Worker) join(bt *task, done *atomic.Bool, a func(*Worker)) error {
 //   - Only the owner stores into its slot, and only when it is empty;
 //     the owner and thieves both take the offer with a compare-and-swap
 //     from the joinTask to nil, so exactly one of them runs b. The owner
-//     that wins the CAS runs b itself; the one that loses helps (runs
-//     other tasks) until the thief sets done, whose store publishes b's
-//     error. Without the CAS both could run b, or neither.
+//     that wins the CAS runs b itself; the one that loses runs the
+//     scheduler loop (runUntil) until the thief sets done, the Join's
+//     latch, whose swap publishes b's error and wakes the joiner if it
+//     sleeps. Without the CAS both could run b, or neither. The owner
+//     may also take its own offer back while it waits inside a
+//     (ownOffer).
 //   - A thief reads the joinTask's fields only after its CAS succeeded,
 //     so a record the owner reuses for a later offer (joinTask below) is
 //     never read half-written: a thief with a stale pointer fails its
 //     CAS, or wins the current offer.
 //   - A thief that ran b touches only the task part of the record after
-//     setting done, which the owner never rewrites.
+//     setting done, which the owner never rewrites: latch.set reads the
+//     waiter before its swap.
 //   - Idle workers see the slot in their search (stealFrom) and in a
 //     parker's re-check (wakeForPending), so an offered b wakes a
 //     worker like any task (spawned calls notify).
@@ -118,66 +118,20 @@ func (w *Worker) joinDone(jt *joinTask) {
 // panic goes back to the joiner as an error.
 type joinState struct {
 	b    func(*Worker)
-	done atomic.Bool
+	done latch
 	err  error
 }
 
 // run runs b.
 func (js *joinState) run(w *Worker) {
-	js.err = ErrGoexit        // stays if b ends by runtime.Goexit
-	defer js.done.Store(true) // publishes js.err, also when b ends by Goexit
+	js.err = ErrGoexit  // stays if b ends by runtime.Goexit
+	defer js.done.set() // publishes js.err, also when b ends by Goexit
 	js.err = catch(w, js.b)
 }
 
 func (js *joinState) drop(cause error) {
 	js.err = cause
-	js.done.Store(true) // publishes js.err
-}
-
-// helpUntil runs other tasks until done reports true, so that a worker
-// waiting for work it handed out is never blocked while runnable work
-// exists: its usual order, then stealing. With nothing to run anywhere
-// it backs off: spinning, then yielding, then short sleeps, and looks
-// again. Once a Shutdown gives up it runs nothing more: it drops what
-// is queued anywhere (dropQueued), so what it waits for is either running
-// on some worker or dropped (see lifecycle.go).
-func (w *Worker) helpUntil(done func() bool) {
-	idle := 0
-	for !done() {
-		if w.pool.aborted() {
-			w.endSearch()
-			w.dropQueued()
-			idle = max(idle, 32)
-			backOff(&idle)
-			continue
-		}
-		it := w.next()
-		if it.none() {
-			it = w.search()
-		}
-		if !it.none() {
-			w.run(it)
-			idle = 0
-			continue
-		}
-		w.endSearch()
-		w.stopClock()
-		backOff(&idle)
-	}
-	w.endSearch()
-}
-
-// backOff waits a little longer each time it is called in a row: spins,
-// then yields, then sleeps of up to 100 µs.
-func backOff(idle *int) {
-	*idle++
-	switch {
-	case *idle < 16:
-	case *idle < 32:
-		runtime.Gosched()
-	default:
-		time.Sleep(time.Duration(min(*idle-31, 50)) * 2 * time.Microsecond)
-	}
+	js.done.set() // publishes js.err
 }
 
 // endSearch leaves the searching state without having found work.

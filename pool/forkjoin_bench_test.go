@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -194,4 +196,56 @@ func BenchmarkReduce(b *testing.B) {
 			_ = sumRange(0, n)
 		}
 	})
+}
+
+// mergeSortCutoff is the length below which a merge sort half is sorted
+// sequentially.
+const mergeSortCutoff = 2048
+
+// sortJoin sorts a with buf (of a's length) as scratch, the halves in
+// parallel with Join above mergeSortCutoff.
+func sortJoin(w *Worker, a, buf []int) {
+	if len(a) <= mergeSortCutoff {
+		slices.Sort(a)
+		return
+	}
+	mid := len(a) / 2
+	_ = w.Join(func(w *Worker) { sortJoin(w, a[:mid], buf[:mid]) },
+		func(w *Worker) { sortJoin(w, a[mid:], buf[mid:]) })
+	copy(buf, a)
+	i, j, k := 0, mid, 0
+	for i < mid && j < len(a) {
+		if buf[j] < buf[i] {
+			a[k] = buf[j]
+			j++
+		} else {
+			a[k] = buf[i]
+			i++
+		}
+		k++
+	}
+	k += copy(a[k:], buf[i:mid])
+	copy(a[k:], buf[j:])
+}
+
+// A parallel merge sort of 2^20 ints: Joins of unequal-time halves, whose
+// joiners wait for thieves.
+func BenchmarkMergeSort(b *testing.B) {
+	const n = 1 << 20
+	src := make([]int, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range src {
+		src[i] = r.IntN(n)
+	}
+	p := benchPool(b)
+	a, buf := make([]int, n), make([]int, n)
+	for b.Loop() {
+		copy(a, src)
+		done := make(chan struct{})
+		_ = p.Submit(context.Background(), func(w *Worker) { sortJoin(w, a, buf); close(done) })
+		<-done
+	}
+	if !slices.IsSorted(a) {
+		b.Fatal("not sorted")
+	}
 }

@@ -611,3 +611,53 @@ func TestJoinAllocatesNothing(t *testing.T) {
 		t.Errorf("a and b ran %d times, want %d", n.Load(), 2*1002)
 	}
 }
+
+// A joiner whose b a thief runs for a long time sleeps through the idle
+// protocol until the thief is done: the process uses the thief's CPU and
+// next to nothing more, and the joiner's thread next to nothing at all. A
+// joiner that polled for b would use CPU all the while it waits.
+func TestJoinWaiterCostsNoCPU(t *testing.T) {
+	if _, ok := threadCPU(); !ok {
+		t.Skip("a thread's CPU time is read with getrusage(RUSAGE_THREAD)")
+	}
+	const work = time.Second // the thief's busy loop
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	var before, thief, joiner time.Duration
+	var from time.Time
+	err := onWorker(t, p, func(w *Worker) error {
+		started := make(chan struct{})
+		var waitFrom time.Duration
+		err := w.Join(func(*Worker) {
+			<-started // b is running on the other worker: the joiner will wait
+			before, from = processCPU(), time.Now()
+			waitFrom, _ = threadCPU() // a worker is locked to its thread
+		}, func(*Worker) {
+			start, _ := threadCPU()
+			close(started)
+			for begin := time.Now(); time.Since(begin) < work; {
+			}
+			end, _ := threadCPU()
+			thief = end - start
+		})
+		waitTo, _ := threadCPU()
+		joiner = waitTo - waitFrom
+		return err
+	})
+	used, wall := processCPU()-before, time.Since(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The thief's thread ran b over all of the wait (and a little before);
+	// the rest is the joiner's and the runtime's (sysmon looks at a
+	// running goroutine every few microseconds to 10 ms).
+	extra := used - thief
+	t.Logf("a %v wait for a stolen b: the process used %v of CPU, the thief %v, the joiner %v, the rest %v",
+		wall, used, thief, joiner, extra-joiner)
+	if joiner > 2*time.Millisecond {
+		t.Errorf("a %v wait for a stolen b used %v of the joiner's CPU, want < 2ms: the joiner polls", wall, joiner)
+	}
+	if extra > 25*time.Millisecond {
+		t.Errorf("a %v wait for a stolen b used %v of CPU beyond the thief's %v, want < 25ms", wall, extra, thief)
+	}
+}

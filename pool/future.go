@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 )
 
 // Target is where Async and Run send work: a *Pool (any node, as
@@ -74,8 +75,13 @@ type Future[T any] struct {
 	fn  func(*Worker) (T, error)
 	val T
 	err error
-	ch  chan struct{} // closed once val and err are final: the one sign of done
+	ch  chan struct{} // closed once val and err are final
 	p   *Pool
+	// done is set once val and err are final and ch is closed, before
+	// the latches of the workers waiting inside tasks are set: the
+	// condition of their waiters list (latch.go).
+	done    atomic.Bool
+	waiters waiters
 }
 
 // Async runs fn on the target and returns its Future. If the target
@@ -137,7 +143,9 @@ func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
 func (f *Future[T]) finish(v T, err error) {
 	f.val, f.err = v, err
 	f.fn = nil
-	close(f.ch) // publishes val and err: the close happens before every receive
+	close(f.ch)        // publishes val and err: the close happens before every receive
+	f.done.Store(true) // then the waiters' condition, and their latches
+	f.waiters.setAll()
 }
 
 // isDone reports whether the result is ready (a receive that does not
@@ -151,6 +159,17 @@ func (f *Future[T]) isDone() bool {
 	}
 }
 
+// waitIn waits for the result from a task on w: it runs the scheduler
+// loop (runUntil) until its latch is set, by finish.
+func (f *Future[T]) waitIn(w *Worker) {
+	l := &latch{w: w}
+	f.waiters.add(l)
+	if f.done.Load() { // after add: finish either sees l or is seen here
+		return
+	}
+	w.runUntil(l)
+}
+
 // Done returns a channel closed when the result is ready.
 func (f *Future[T]) Done() <-chan struct{} { return f.ch }
 
@@ -159,7 +178,7 @@ func (f *Future[T]) Done() <-chan struct{} { return f.ch }
 func (f *Future[T]) Wait() (T, error) {
 	if !f.isDone() {
 		if w := f.p.workerOf(); w != nil {
-			w.helpUntil(f.isDone)
+			f.waitIn(w)
 		} else if !spinUntil(f.isDone) {
 			<-f.ch
 		}

@@ -39,6 +39,10 @@ type Group struct {
 	errOnce sync.Once
 	err     error
 	sem     chan struct{}
+	// The latches of workers waiting inside tasks: for the group's end
+	// (pending at zero) and for room under the limit (sem not full).
+	ended waiters
+	room  waiters
 
 	// Tasks started from outside the pool, oldest first. Each is queued
 	// as a turn: whichever of them a worker runs, it runs the oldest
@@ -91,14 +95,7 @@ func (g *Group) Go(fn func(w *Worker) error) {
 		case g.sem <- struct{}{}:
 		default:
 			if w != nil {
-				w.helpUntil(func() bool {
-					select {
-					case g.sem <- struct{}{}:
-						return true
-					default:
-						return false
-					}
-				})
+				g.waitRoom(w)
 			} else {
 				g.sem <- struct{}{}
 			}
@@ -253,12 +250,40 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	return nil
 }
 
+// waitRoom takes a place under the group's limit for a Go from a task on
+// w, running the scheduler loop while there is none. A finish that makes
+// room sets the latches of the waiters then (room), under room's lock: a
+// waiter adds its latch and then tries for a place, so either the finish
+// sets its latch or its try comes after the finish, which made room.
+// Another Go may take the room first: then the waiter waits again.
+func (g *Group) waitRoom(w *Worker) {
+	for {
+		l := &latch{w: w}
+		g.room.add(l)
+		select {
+		case g.sem <- struct{}{}:
+			return
+		default:
+		}
+		w.runUntil(l)
+		select {
+		case g.sem <- struct{}{}:
+			return
+		default:
+		}
+	}
+}
+
 func (g *Group) finish() {
 	if g.sem != nil {
 		<-g.sem
+		g.room.setAllLocked() // the room is not an atomic: see waitRoom
 	}
-	g.pending.Add(-1)
+	last := g.pending.Add(-1) == 0
 	g.wg.Done()
+	if last {
+		g.ended.setAll() // after wg.Done: a waiter woken now finds wg done
+	}
 }
 
 func (g *Group) fail(err error) {
@@ -272,7 +297,15 @@ func (g *Group) fail(err error) {
 // From one of the pool's tasks it runs other tasks while it waits.
 func (g *Group) Wait() error {
 	if w := g.pool.workerOf(); w != nil {
-		w.helpUntil(func() bool { return g.pending.Load() == 0 })
+		// A latch set by a round that ended as new tasks began leaves
+		// pending above zero: wait again, for them.
+		for g.pending.Load() != 0 {
+			l := &latch{w: w}
+			g.ended.add(l)
+			if g.pending.Load() != 0 { // after add: the last finish sees l, or is seen here
+				w.runUntil(l)
+			}
+		}
 	}
 	g.wg.Wait()
 	g.cancel(errGroupDone)

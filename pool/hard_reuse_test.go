@@ -1083,9 +1083,9 @@ const nestedPanicValue = "numapool-nested-plain-task-panic"
 // an unrecovered panic in a goroutine does. The test runs that in a child
 // process and expects it to die of the panic.
 //
-// It once did not: a worker waiting inside a task (helpUntil) runs other
+// It once did not: a worker waiting inside a task (runUntil) runs other
 // tasks nested on its stack, so a panic raised again from Worker.call
-// unwound through helpUntil and every frame under it up to the nearest
+// unwound through runUntil and every frame under it up to the nearest
 // catch, which turned it into a *PanicError of an unrelated task; the
 // process lived on. Here that frame is Worker.Join waiting for its b,
 // which a thief is still running: Join's deferred joinDone put its

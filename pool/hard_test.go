@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// After an abort, a worker waiting inside a task (helpUntil) runs nothing
+// After an abort, a worker waiting inside a task (runUntil) runs nothing
 // but must still complete what it waits for: here that sits in a busy
 // worker's LIFO slot, and that worker's task waits for the waiter. The
 // waiter drops it from there, so both tasks and Shutdown return (a 3 s

@@ -65,6 +65,23 @@ import (
 // token channel. The sleepers' lists change only under mu; notify reads
 // the counters without it first, as a fast path, and again under it.
 //
+// Waiters. A worker waiting inside a task (runUntil, latch.go) parks as
+// an idle worker does: toParked, the re-check of rule 3, a sleeper that
+// notify may wake for work. So the handshake above holds for it as it
+// stands, and a task queued while it sleeps is not left. What it adds is
+// a second reason to wake, its latch, with a handshake of its own in one
+// word (latch.go): the waiter marks the latch sleeping after toParked and
+// before it blocks; the completer sets it and, if it was sleeping, takes
+// the waiter off the sleepers' lists under mu (wakeWaiter), counted
+// unparked but not searching, since it goes back to its task, and sends
+// it a token (rule 4). Whichever of notify and wakeWaiter comes first
+// takes the waiter off; the other finds it gone and leaves it, and the
+// waiter takes on the count of the one that did (woken). A parked waiter
+// is marked waiting (nWaiting): it has a task on its stack, so the pool
+// is not quiet (drainIfQuiet), and it does not end with the pool. Tests:
+// TestWaitersParkAndWake (waiters of every kind, nested, park and wake),
+// TestJoinWaiterCostsNoCPU (a parked joiner costs no CPU).
+//
 // Tests: TestNoLostWakeups and TestStrictBurstsNoLostWakeups (100 000
 // hand-offs each to a pool that parks between them, under -race and with
 // 4-slot queues in CI), TestIdleCPU (a parked pool costs no CPU).
@@ -174,7 +191,14 @@ type idle struct {
 	mu       sync.Mutex
 	sleepers [][]*Worker // per group, a stack of parked workers
 	parked   []bool      // per worker
-	nearest  [][]int     // per group, the groups by distance, itself first
+	// Per worker, while parked: it waits inside a task (latch.go), so a
+	// task is on its stack and the pool is not quiet (drainIfQuiet).
+	waiting  []bool
+	nWaiting int // parked workers with waiting set
+	// Per worker, once taken off the lists: notify took it, counting it
+	// as searching (else it counts as awake and not searching).
+	searchWake []bool
+	nearest    [][]int // per group, the groups by distance, itself first
 }
 
 func (id *idle) init(p *sched) {
@@ -183,6 +207,8 @@ func (id *idle) init(p *sched) {
 	id.unparked.Store(id.n)
 	id.sleepers = make([][]*Worker, len(p.groups))
 	id.parked = make([]bool, len(p.workers))
+	id.waiting = make([]bool, len(p.workers))
+	id.searchWake = make([]bool, len(p.workers))
 	for _, g := range p.groups {
 		order := make([]int, 0, len(p.groups))
 		order = append(order, g.index)
@@ -301,21 +327,37 @@ func (id *idle) unparkLocked(g int) *Worker {
 	w := s[len(s)-1]
 	id.sleepers[g] = s[:len(s)-1]
 	id.p.groups[g].sleeping.Add(-1)
-	id.parked[w.id] = false
+	id.unmark(w)
+	id.searchWake[w.id] = true
 	id.searching.Add(1)
 	w.group.searching.Add(1)
 	id.unparked.Add(1)
 	return w
 }
 
-// toParked registers w as parked. It reports whether nobody searches
-// once w is parked, in which case w must re-check every queue: whether w
-// was the last searcher, or was refused a search (tryStartSearching)
-// while others searched who have stopped since.
-func (id *idle) toParked(w *Worker, searching bool) (recheck, allParked bool) {
+// unmark clears w's parked state. id.mu must be held.
+func (id *idle) unmark(w *Worker) {
+	id.parked[w.id] = false
+	if id.waiting[w.id] {
+		id.waiting[w.id] = false
+		id.nWaiting--
+	}
+}
+
+// toParked registers w as parked; waiting says it waits inside a task.
+// It reports whether nobody searches once w is parked, in which case w
+// must re-check every queue: whether w was the last searcher, or was
+// refused a search (tryStartSearching) while others searched who have
+// stopped since.
+func (id *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked bool) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	id.parked[w.id] = true
+	id.searchWake[w.id] = false
+	if waiting {
+		id.waiting[w.id] = true
+		id.nWaiting++
+	}
 	id.sleepers[w.group.index] = append(id.sleepers[w.group.index], w)
 	w.group.sleeping.Add(1)
 	allParked = id.unparked.Add(-1) == 0 // before searching is read: rule 3
@@ -334,17 +376,51 @@ func (id *idle) isParked(w *Worker) bool {
 	return id.parked[w.id]
 }
 
+// woken reports, for w after a wake-up, whether it is still registered
+// as parked (a stale token), and if not, whether it was woken counted as
+// searching (notify) or not (wakeWaiter).
+func (id *idle) woken(w *Worker) (parked, searching bool) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.parked[w.id], id.searchWake[w.id]
+}
+
 // unparkSelf takes w off the sleepers' lists when it leaves park on its
-// own (the pool is stopping, or a keep-off ended). It reports false if
-// notify took w off first: w is then counted as searching, and its token
-// is on the way.
-func (id *idle) unparkSelf(w *Worker) bool {
+// own (the pool is stopping, a keep-off ended, its latch was set). It
+// reports false if another took w off first: w then has a token on the
+// way, and searching says whether it is counted as searching (notify) or
+// not (wakeWaiter).
+func (id *idle) unparkSelf(w *Worker) (self, searching bool) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if !id.parked[w.id] {
-		return false
+		return false, id.searchWake[w.id]
 	}
-	id.parked[w.id] = false
+	id.takeOff(w)
+	return true, false
+}
+
+// wakeWaiter wakes w, parked while it waits inside a task, because its
+// latch is set (latch.go): w leaves the sleepers' lists counted as awake
+// and not searching, since it goes back to its task. If w is not
+// registered as parked, it is awake or has a token on the way (a notify
+// came first) and will see its latch.
+func (id *idle) wakeWaiter(w *Worker) {
+	id.mu.Lock()
+	if !id.parked[w.id] {
+		id.mu.Unlock()
+		return
+	}
+	id.takeOff(w)
+	id.searchWake[w.id] = false
+	id.mu.Unlock()
+	w.wake()
+}
+
+// takeOff takes parked w off the sleepers' lists, counted as unparked.
+// id.mu must be held.
+func (id *idle) takeOff(w *Worker) {
+	id.unmark(w)
 	s := id.sleepers[w.group.index]
 	for i, o := range s {
 		if o == w {
@@ -354,7 +430,6 @@ func (id *idle) unparkSelf(w *Worker) bool {
 		}
 	}
 	id.unparked.Add(1)
-	return true
 }
 
 // wakeAll wakes every worker (Close, Shutdown).

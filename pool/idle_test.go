@@ -48,7 +48,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The refused worker parks as park does.
-	if recheck, _ := id.toParked(refused, false); recheck {
+	if recheck, _ := id.toParked(refused, false, false); recheck {
 		p.wakeForPending(refused.group, nil)
 	}
 	select {
@@ -58,7 +58,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	}
 	// The searcher, done with its task, parks too (its goroutine has slept
 	// all along): the counts agree with the goroutines again for Close.
-	if recheck, _ := id.toParked(searcher, false); recheck {
+	if recheck, _ := id.toParked(searcher, false, false); recheck {
 		p.wakeForPending(searcher.group, nil)
 	}
 }

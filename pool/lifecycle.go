@@ -78,12 +78,17 @@ import (
 // Why every waiter returns. A task either runs or is dropped, and both
 // complete its waiter (job.run, job.drop). In aborting a worker stops
 // between tasks and drops its own queue (dropLocal) before it ends (a
-// task it had already taken when the abort came still runs); a worker
-// waiting inside a task (helpUntil) runs nothing more and drops what is
+// task it had already begun when the abort came still runs; one it had
+// only taken is dropped with the rest, see runUntil); a worker
+// waiting inside a task (runUntil) runs nothing more and drops what is
 // queued anywhere, its own queue, what it can steal or take from the
 // other workers' queues and slots, and the shards (dropQueued), so what
 // it waits for is running somewhere or dropped, even when its owner is
-// itself waiting inside a task; a loop stops handing out pieces; the last
+// itself waiting inside a task, and then sleeps until the run or the drop
+// sets its latch (latch.go), dropping again whenever a wake-up for new
+// work comes; it never ends with the pool, since its task goes on, and a
+// pool with a parked waiter is not drained (drainIfQuiet); a loop stops
+// handing out pieces; the last
 // worker to end drops what tasks running meanwhile queued. A worker in a
 // task that does not return drops nothing, so a Shutdown that gives up
 // drops for it: the sweep, a goroutine of its own, takes from every
@@ -94,7 +99,7 @@ import (
 // A task still running when Shutdown returns may queue more work. From
 // outside the pool none is accepted (ErrClosed). What it queues on its
 // own worker (Spawn, Async, Group.Go, Join's b) is dropped as soon as it
-// waits for that work (helpUntil, in aborting) and otherwise when it
+// waits for that work (runUntil, in aborting) and otherwise when it
 // returns, as its worker drops its queues and ends; what it sends to a
 // node's shard (a Node target) is dropped then too, by the last worker.
 // None of it runs (bar the usual task some other worker took before it
@@ -376,11 +381,14 @@ func (p *sched) stop() {
 func (p *sched) ending() bool { return p.state.Load() >= drained }
 
 // drainIfQuiet is what a worker does when it parks last while closing:
-// if every worker is parked and no queue holds a task, nothing can make
-// one, so the pool has drained. Otherwise it wakes a worker for the work.
+// if every worker is parked, none of them inside a task that waits (a
+// parked waiter's task goes on once its latch is set), and no queue holds
+// a task, nothing can make one, so the pool has drained. Otherwise it
+// wakes a worker for the work; a waiter's task, once it returns, leaves
+// its worker to park last and look again.
 func (p *sched) drainIfQuiet(from *group) {
 	p.idle.mu.Lock()
-	quiet := p.idle.unparked.Load() == 0 && !p.queuedAnywhere()
+	quiet := p.idle.unparked.Load() == 0 && p.idle.nWaiting == 0 && !p.queuedAnywhere()
 	p.idle.mu.Unlock()
 	if !quiet {
 		p.wakeForPending(from, nil)

@@ -110,6 +110,9 @@ type forState struct {
 	errOnce   sync.Once
 	err       error
 	done      chan struct{}
+	// finished is set with done, for a caller waiting inside a task
+	// (finished.w, set before any work is queued; nil from outside).
+	finished latch
 }
 
 func (s *forState) fail(err error) {
@@ -120,6 +123,7 @@ func (s *forState) fail(err error) {
 func (s *forState) finish(k int) {
 	if s.remaining.Add(-int64(k)) == 0 {
 		close(s.done)
+		s.finished.set()
 	}
 }
 
@@ -249,6 +253,7 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 	}
 	grain = min(grain, n) // a part is at most the whole range
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
+	s.finished.w = w
 	s.remaining.Store(int64(n))
 	for i, b := range p.split(n) {
 		if b.Hi == b.Lo {
@@ -287,7 +292,7 @@ func (s *forState) start(w *Worker, g *group, t *task, k int) {
 // worker w helps meanwhile.
 func (s *forState) wait(w *Worker) error {
 	if w != nil {
-		w.helpUntil(func() bool { return s.remaining.Load() == 0 })
+		w.runUntil(&s.finished)
 	}
 	<-s.done
 	return s.err

@@ -219,6 +219,7 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	}
 	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{})}, each: each,
 		blocks: make([]padded[chunkBlock], len(p.groups))}
+	l.finished.w = w
 	var helpers []*task
 	perGroup := make([]int, len(p.groups)) // helpers per group
 	now := time.Now()

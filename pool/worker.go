@@ -200,29 +200,62 @@ func (w *Worker) main(placed chan<- error) {
 	w.end()
 }
 
-func (w *Worker) loop() {
+// loop is the worker's scheduler loop, until the pool ends: runUntil
+// with a latch that is never set.
+func (w *Worker) loop() { w.runUntil(nil) }
+
+// runUntil is the scheduler loop: it runs tasks (next), searches for
+// them, spins for the block time and parks, until l is set. The idle
+// loop has no latch (nil) and returns when the pool ends; a task that
+// waits for other work (latch.go) runs the same loop with the latch of
+// what it waits for and returns only once that is done, whatever the
+// pool's state: its task must go on, and what it waits for either runs
+// somewhere or is dropped, which sets the latch too.
+//
+// Once a Shutdown gave up, the worker runs nothing more, not even the
+// task it has just taken: the look at the pool's state comes between
+// taking a task and running it, so that a task taken as the abort came
+// is dropped and counted with the rest, rather than run after its
+// siblings were dropped (a Group's task would then find its group failed
+// and skip its function, neither run nor dropped). An idle worker drops
+// its own queue and ends; a waiter drops what is queued anywhere
+// (dropQueued), since the owners of those queues may themselves be
+// waiting for it, and sleeps until its latch is set.
+func (w *Worker) runUntil(l *latch) {
 	p := w.pool
-	for {
-		if p.aborted() {
-			w.dropLocal(true)
-			return
-		}
+	for !l.probe() {
 		it := w.next()
 		if it.none() {
 			w.stopClock()
 			it = w.search()
 		}
-		if it.none() && w.searching {
-			it = w.spin()
+		if it.none() && (w.searching || l != nil) {
+			it = w.spin(l)
+		}
+		if p.aborted() {
+			if !it.none() {
+				w.fromWorker = false
+				p.dropItem(it, true)
+			}
+			w.endSearch()
+			w.stopClock()
+			if l == nil {
+				w.dropLocal(true)
+				return
+			}
+			w.dropQueued()
+			w.park(l)
+			continue
 		}
 		if !it.none() {
 			w.run(it)
 			continue
 		}
-		if !w.park() {
+		if !w.park(l) {
 			return
 		}
 	}
+	w.endSearch()
 }
 
 // next returns the next local task: every interval tasks one from the
@@ -260,7 +293,23 @@ func (w *Worker) next() item {
 	if it, ok := w.local.Pop(); ok {
 		return it
 	}
-	return w.fromOwnShards(0)
+	if it := w.fromOwnShards(0); !it.none() {
+		return it
+	}
+	return w.ownOffer()
+}
+
+// ownOffer takes back the b side that the worker's outermost pending
+// Join offers in its join slot, as a thief would. The slot is filled only
+// while that Join's a runs on the worker's stack, so only a worker that
+// waits inside a (runUntil) finds it here: with nothing else to do, it
+// runs b itself rather than park with work offered that only others may
+// take, and the Join, finding the offer gone, sees b done.
+func (w *Worker) ownOffer() item {
+	if jt := w.joinSlot.Load(); jt != nil && w.joinSlot.CompareAndSwap(jt, nil) {
+		return jt.item()
+	}
+	return item{}
 }
 
 // fromOwnShards takes from the node's pinned and inject shards, each
@@ -564,16 +613,22 @@ func (w *Worker) run(it item) {
 	}
 }
 
-// park sleeps until there is work, and reports false when the worker
-// must end (the pool drained after Close, or Shutdown gave up).
-func (w *Worker) park() bool {
+// park sleeps until there is work, or with a latch l (a task waiting
+// inside the pool, runUntil) until l is set, and reports false when an
+// idle worker must end (the pool drained after Close, or Shutdown gave
+// up); a waiter always gets true: it goes on until l is set.
+func (w *Worker) park(l *latch) bool {
 	p := w.pool
 	if w.lifo.Load() != nil || !w.local.IsEmpty() {
 		return true // a worker with local work never parks
 	}
 	w.publish()
-	w.handle.Store(nil)
-	recheck, allParked := p.idle.toParked(w, w.searching)
+	if l == nil {
+		// An idle worker lets go of the user's Pool; a waiter keeps it:
+		// its task is still running.
+		w.handle.Store(nil)
+	}
+	recheck, allParked := p.idle.toParked(w, w.searching, l != nil)
 	w.searching = false
 	// The keep-offs as of one reading of the clock: the re-check leaves
 	// out the groups held then, and sleep wakes when the first of those
@@ -582,9 +637,19 @@ func (w *Worker) park() bool {
 	wakeAt := w.keepOff.next(w.keepOff.now)
 	if recheck {
 		p.wakeForPending(w.group, &w.keepOff)
+	} else if !w.group.pinned.IsEmpty() {
+		// Others search, but a searcher of another group never takes
+		// this group's pinned work, and one that spins without end
+		// (Active) never parks to re-check it: this group's sleeper
+		// count (toParked) and its pinned shard are the handshake with
+		// notifyOwn's push and look, as rule 3's are with notify's.
+		p.idle.wakeMore(w.group.index, 1)
 	}
 	if allParked && p.state.Load() == closing {
 		p.drainIfQuiet(w.group)
+	}
+	if l != nil {
+		return w.parkWaiting(l, wakeAt)
 	}
 	for {
 		if p.ending() {
@@ -593,7 +658,7 @@ func (w *Worker) park() bool {
 		}
 		if !w.sleep(wakeAt) {
 			// A keep-off ended (soft.go): look at that node again.
-			w.searching = !p.idle.unparkSelf(w)
+			w.unparkSelf()
 			w.hold()
 			return true
 		}
@@ -602,23 +667,77 @@ func (w *Worker) park() bool {
 			p.idle.unparkSelf(w)
 			return false
 		}
-		if !p.idle.isParked(w) {
-			w.searching = true // notify counted this worker as searching
-			if len(p.groups) > 1 {
-				w.group.busyAt.Store(p.clock(time.Now())) // at it (soft.go)
-			}
-			w.hold()
-			w.settle()
+		parked, searching := p.idle.woken(w)
+		if !parked {
+			w.awake(searching)
 			return true
 		}
 		if p.state.Load() == closing {
-			p.idle.unparkSelf(w) // Close woke everyone: look once more
+			w.unparkSelf() // Close woke everyone: look once more
 			w.hold()
 			w.settle()
 			return true
 		}
 		// A stale token: sleep again.
 	}
+}
+
+// parkWaiting is park for a worker waiting inside a task, registered as
+// parked: it marks l sleeping (latch.go) and sleeps until l is set or a
+// wake-up for work comes, and leaves the sleepers' lists either way. The
+// pool's end does not end it: the task on its stack goes on.
+func (w *Worker) parkWaiting(l *latch, wakeAt time.Time) bool {
+	p := w.pool
+	for {
+		if !l.sleep() {
+			w.unparkSelf() // set since the loop last looked: back to the task
+			return true
+		}
+		woke := w.sleep(wakeAt)
+		l.woke()
+		if woke {
+			w.c.Parks++
+		}
+		if !woke || l.probe() {
+			// A keep-off ended, or the latch was set: the loop looks at
+			// it first.
+			w.unparkSelf()
+			return true
+		}
+		parked, searching := p.idle.woken(w)
+		if !parked {
+			w.awake(searching) // notify woke it for work
+			return true
+		}
+		if p.state.Load() != running {
+			// Close or an abort woke everyone: look once more (an abort
+			// has the waiter drop what is queued).
+			w.unparkSelf()
+			return true
+		}
+		// A stale token: sleep again.
+	}
+}
+
+// unparkSelf leaves the sleepers' lists on the worker's own account; if
+// another took it off first (a token is on the way), it takes on how
+// that one counted it.
+func (w *Worker) unparkSelf() {
+	if self, searching := w.pool.idle.unparkSelf(w); !self {
+		w.searching = searching
+	}
+}
+
+// awake is what a worker does when another took it off the sleepers'
+// lists and woke it: searching says whether it was counted as searching
+// (notify, for work) or not (wakeWaiter, for its latch).
+func (w *Worker) awake(searching bool) {
+	w.searching = searching
+	if searching && len(w.pool.groups) > 1 {
+		w.group.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
+	}
+	w.hold()
+	w.settle()
 }
 
 // sleep waits for a wake-up token, and reports false if instead the time
@@ -660,13 +779,20 @@ func (w *Worker) sleep(until time.Time) bool {
 // searcher sees that twice in a row, a few microseconds apart (crowding),
 // it gives way: with a block time (the passive policy) it parks, without
 // one (the active policy) it yields once.
-func (w *Worker) spin() item {
+//
+// A worker waiting inside a task (l not nil) spins the same way, searching
+// when it may, until its latch is set: what it waits for is often about
+// to finish.
+func (w *Worker) spin(l *latch) item {
 	p := w.pool
 	limit := p.cfg.spinFor()
 	deadline := time.Now().Add(limit)
 	var crowded crowding
 	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
+		if l.probe() {
+			return item{}
+		}
 		if it := w.next(); !it.none() {
 			return it
 		}
