@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"runtime"
 	"sync/atomic"
 )
@@ -16,50 +15,6 @@ type Target interface {
 	// work someone still waits for is not closed as dropped.
 	poolOf() *Pool
 }
-
-// queue: from one of the pool's tasks, the calling worker's LIFO slot
-// (as Spawn: run next unless an idle worker takes it); from outside, a
-// node's shard as Submit, waiting for room under WithShardBound.
-func (p *Pool) queue(t *task) error {
-	if w := p.workerOf(); w != nil {
-		w.queueFrom(nil, t)
-		return nil
-	}
-	if p.state.Load() != running {
-		return ErrClosed
-	}
-	return p.push(context.Background(), p.nextGroup(), t.item(), true)
-}
-
-func (p *Pool) poolOf() *Pool { return p }
-
-// queue: the node's shard (pinned if strict). From one of the pool's
-// tasks the bound does not apply, as for every task queued from inside:
-// only the pool's own workers could make room, and the caller is one.
-func (n Node) queue(t *task) error {
-	if n.err != nil {
-		return n.err
-	}
-	t.home = n.home()
-	if w := n.p.workerOf(); w != nil {
-		w.queueFrom(n.g, t)
-		return nil
-	}
-	if n.p.state.Load() != running {
-		return ErrClosed
-	}
-	return n.p.push(context.Background(), n.g, t.item(), true)
-}
-
-func (n Node) poolOf() *Pool { return n.p }
-
-func (w *Worker) queue(t *task) error {
-	w.owner.check("Spawn")
-	w.spawn(t, inLIFO)
-	return nil
-}
-
-func (w *Worker) poolOf() *Pool { return w.Pool() }
 
 // Future is the result of a function run on the pool by Async: its value
 // and error, once it has run. Wait for it with Wait, or select on Done

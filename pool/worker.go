@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -142,40 +141,6 @@ func (w *Worker) Pool() *Pool {
 // cleanup that closes a dropped Pool cannot run while the pool is busy:
 // only once every worker is parked and nothing else holds it.
 func (w *Worker) hold() { w.handle.Store(w.pool.self.Value()) }
-
-// Spawn queues fn on this worker: it goes to the worker's LIFO slot and
-// runs next, unless another idle worker steals it; the slot's previous
-// task moves to the back of the worker's queue, where idle workers of the
-// node steal from. Call it only from a task running on w.
-func (w *Worker) Spawn(fn func(*Worker)) {
-	if fn == nil {
-		panic("pool: Spawn of a nil function")
-	}
-	w.owner.check("Spawn")
-	w.spawn(w.newTask(fn, noHome), inLIFO)
-}
-
-// push appends t to the back of the worker's queue, as its item: a
-// plain record goes back to the worker's list at once (itemOf). When the
-// queue is full, its older half goes to the node's inject shard.
-func (w *Worker) push(t *task) {
-	spilled := w.local.Push(w.itemOf(t))
-	if spilled == nil {
-		return
-	}
-	w.c.Overflows++
-	w.group.inject.Requeue(spilled...)
-	clear(spilled)
-}
-
-// wake gives the worker a wake-up token; a second one before it is used
-// is dropped (waking is idempotent).
-func (w *Worker) wake() {
-	select {
-	case w.wakeCh <- struct{}{}:
-	default:
-	}
-}
 
 // main is the worker's goroutine: bind, loop, put the mask back, end.
 // placed receives whether the placement held; nil for a goroutine that
@@ -346,48 +311,6 @@ func (w *Worker) fromPinned() item {
 	return it.taken()
 }
 
-// tune sets the fairness interval so that about targetLookEvery of work
-// passes between looks at the shard (Tokio's self-tuning), from the mean
-// time of the tasks run since the last look, and asks for a look. The
-// clock counts tasks, not turns of the loop, and runs only while the
-// worker has tasks, so neither searching nor sleeping reads as task time
-// (Tokio's stats.rs measures batches of polls the same way).
-func (w *Worker) tune() {
-	now := time.Now()
-	soft := len(w.pool.groups) > 1 // soft placement reads the group's figures
-	if soft {
-		w.group.busyAt.Store(w.pool.clock(now))
-	}
-	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
-	w.busy, w.busySince, w.sinceLook = 0, now, 0
-	w.lookShard = true
-	if tasks == 0 {
-		return
-	}
-	mean := float64(elapsed.Nanoseconds()) / float64(tasks)
-	if w.meanTask == 0 {
-		w.meanTask = mean
-	} else {
-		w.meanTask = 0.9*w.meanTask + 0.1*mean
-	}
-	if soft {
-		w.group.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
-	}
-	if w.pool.cfg.interval > 0 {
-		return
-	}
-	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
-	w.interval = min(max(n, minInterval), maxInterval)
-}
-
-// stopClock stops the task clock: the worker has run out of tasks.
-func (w *Worker) stopClock() {
-	if w.clockOn {
-		w.busy += time.Since(w.busySince)
-		w.clockOn = false
-	}
-}
-
 // fromShard takes tasks from group g's shard into the local queue and
 // returns the first: n of them, or with n == 0 a fair share,
 // min(len/workers + 1, free/2). They go as the shard held them: a plain
@@ -469,58 +392,6 @@ func (w *Worker) leavesAlone(g int) bool {
 	return w.keepOff.holds(g) || w.pool.groups[g].searching.Load() > 0
 }
 
-// keepOff is when a worker may steal from each other group again: it took
-// loop work of a group that the group must keep (piece.run), and stealing
-// more of it would only send that back too.
-type keepOff struct {
-	until []time.Time // per group; nil until first used
-	last  time.Time   // the latest of until, zero once passed
-	now   time.Time   // the clock at the current search's look; zero if nothing is held
-}
-
-// hold keeps the worker off group g (of n) until the given time.
-func (k *keepOff) hold(g, n int, until time.Time) {
-	if k.until == nil {
-		k.until = make([]time.Time, n)
-	}
-	k.until[g] = until
-	if until.After(k.last) {
-		k.last = until
-	}
-}
-
-// look starts a search: it reads the clock if some group is held, so that
-// holds answers for the whole search without reading it again.
-func (k *keepOff) look() {
-	k.now = time.Time{}
-	if k.last.IsZero() {
-		return
-	}
-	if now := time.Now(); now.Before(k.last) {
-		k.now = now
-	} else {
-		k.last = time.Time{}
-	}
-}
-
-// next returns when the first hold still running at now ends; zero if
-// none does, or now is zero (look found nothing held).
-func (k *keepOff) next(now time.Time) time.Time {
-	var first time.Time
-	if !k.last.After(now) {
-		return first
-	}
-	for _, u := range k.until {
-		if u.After(now) && (first.IsZero() || u.Before(first)) {
-			first = u
-		}
-	}
-	return first
-}
-
-// holds reports whether group g is held as of the last look.
-func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }
-
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	p := w.pool
 	if v.IsShard() {
@@ -557,37 +428,27 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	return it
 }
 
+// endSearch leaves the searching state without having found work.
+func (w *Worker) endSearch() {
+	if !w.searching {
+		return
+	}
+	w.searching = false
+	if w.pool.idle.stopSearching(w.group) {
+		w.pool.wakeForPending(w.group, nil)
+	}
+}
+
 // run runs it on this worker, or sends it home if it must or should run
 // on another node. A plain task queued as its function runs without a
 // record, unless it runs away from its home, whose node may take it back
 // (sendsHome queues a record).
 func (w *Worker) run(it item) {
-	t := it.t
-	if t != nil {
-		if t.home != noHome && w.sendsHome(t) {
-			return
-		}
-	} else if it.home != noHome && homeGroup(it.home) != w.group.index {
-		t = w.newTask(it.fn, it.home) // sendsHome may queue it, as a record
-		if w.sendsHome(t) {
-			return
-		}
+	t, away := w.taskOf(it)
+	if away {
+		return // sent home
 	}
-	fromWorker := w.fromWorker
-	w.fromWorker = false
-	if w.searching {
-		// Found work (by stealing, or from the queues after a wake-up):
-		// stop searching; the last searcher wakes another to keep looking.
-		w.searching = false
-		// A task taken from another worker means tasks are making tasks:
-		// keep a searcher about to take the next ones. One taken from a
-		// shard with nothing else queued is a hand-off from outside:
-		// waking a worker for nothing would cost the hand-off a thread
-		// wake-up (and hold a processor the submitter may need).
-		if w.pool.idle.stopSearching(w.group) && (fromWorker || w.pool.queuedAnywhere()) {
-			w.pool.idle.notify(w.group.index)
-		}
-	}
+	w.foundWork()
 	if !w.clockOn {
 		w.busySince, w.clockOn = time.Now(), true
 	}
@@ -601,6 +462,49 @@ func (w *Worker) run(it item) {
 		}
 	}
 	w.c.Completed++
+	w.ranTask()
+}
+
+// taskOf returns the item's task record (nil for a plain task queued as its
+// function) and whether it went home instead: a task that must or should
+// run on another node (sendsHome; a plain one is given a record first,
+// which sendsHome may queue).
+func (w *Worker) taskOf(it item) (t *task, away bool) {
+	t = it.t
+	if t != nil {
+		return t, t.home != noHome && w.sendsHome(t)
+	}
+	if it.home != noHome && homeGroup(it.home) != w.group.index {
+		t = w.newTask(it.fn, it.home)
+		return t, w.sendsHome(t)
+	}
+	return nil, false
+}
+
+// foundWork ends a search that found work (by stealing, or from the
+// queues after a wake-up); the last searcher wakes another to keep
+// looking. A task taken from another worker means tasks are making
+// tasks: keep a searcher about to take the next ones. One taken from a
+// shard with nothing else queued is a hand-off from outside: waking a
+// worker for nothing would cost the hand-off a thread wake-up (and hold
+// a processor the submitter may need).
+func (w *Worker) foundWork() {
+	fromWorker := w.fromWorker
+	w.fromWorker = false
+	if !w.searching {
+		return
+	}
+	w.searching = false
+	if w.pool.idle.stopSearching(w.group) && (fromWorker || w.pool.queuedAnywhere()) {
+		w.pool.idle.notify(w.group.index)
+	}
+}
+
+// ranTask does the per-task bookkeeping after a task: the fairness
+// tuning (tune), publishing the counters for Stats, and every
+// spreadEvery tasks the worker's stop point (settle: its thread and
+// where it runs).
+func (w *Worker) ranTask() {
 	w.tick++
 	if w.sinceLook++; w.sinceLook >= w.interval {
 		w.tune()
@@ -613,207 +517,57 @@ func (w *Worker) run(it item) {
 	}
 }
 
-// park sleeps until there is work, or with a latch l (a task waiting
-// inside the pool, runUntil) until l is set, and reports false when an
-// idle worker must end (the pool drained after Close, or Shutdown gave
-// up); a waiter always gets true: it goes on until l is set.
-func (w *Worker) park(l *latch) bool {
-	p := w.pool
-	if w.lifo.Load() != nil || !w.local.IsEmpty() {
-		return true // a worker with local work never parks
+// push appends t to the back of the worker's queue, as its item: a
+// plain record goes back to the worker's list at once (itemOf). When the
+// queue is full, its older half goes to the node's inject shard.
+func (w *Worker) push(t *task) {
+	spilled := w.local.Push(w.itemOf(t))
+	if spilled == nil {
+		return
 	}
-	w.publish()
-	if l == nil {
-		// An idle worker lets go of the user's Pool; a waiter keeps it:
-		// its task is still running.
-		w.handle.Store(nil)
-	}
-	recheck, allParked := p.idle.toParked(w, w.searching, l != nil)
-	w.searching = false
-	// The keep-offs as of one reading of the clock: the re-check leaves
-	// out the groups held then, and sleep wakes when the first of those
-	// holds ends, though it may have ended by the time it sleeps.
-	w.keepOff.look()
-	wakeAt := w.keepOff.next(w.keepOff.now)
-	if recheck {
-		p.wakeForPending(w.group, &w.keepOff)
-	} else if !w.group.pinned.IsEmpty() {
-		// Others search, but a searcher of another group never takes
-		// this group's pinned work, and one that spins without end
-		// (Active) never parks to re-check it: this group's sleeper
-		// count (toParked) and its pinned shard are the handshake with
-		// notifyOwn's push and look, as rule 3's are with notify's.
-		p.idle.wakeMore(w.group.index, 1)
-	}
-	if allParked && p.state.Load() == closing {
-		p.drainIfQuiet(w.group)
-	}
-	if l != nil {
-		return w.parkWaiting(l, wakeAt)
-	}
-	for {
-		if p.ending() {
-			p.idle.unparkSelf(w)
-			return false
-		}
-		if !w.sleep(wakeAt) {
-			// A keep-off ended (soft.go): look at that node again.
-			w.unparkSelf()
-			w.hold()
-			return true
-		}
-		w.c.Parks++
-		if p.ending() {
-			p.idle.unparkSelf(w)
-			return false
-		}
-		parked, searching := p.idle.woken(w)
-		if !parked {
-			w.awake(searching)
-			return true
-		}
-		if p.state.Load() == closing {
-			w.unparkSelf() // Close woke everyone: look once more
-			w.hold()
-			w.settle()
-			return true
-		}
-		// A stale token: sleep again.
-	}
+	w.c.Overflows++
+	w.group.inject.Requeue(spilled...)
+	clear(spilled)
 }
 
-// parkWaiting is park for a worker waiting inside a task, registered as
-// parked: it marks l sleeping (latch.go) and sleeps until l is set or a
-// wake-up for work comes, and leaves the sleepers' lists either way. The
-// pool's end does not end it: the task on its stack goes on.
-func (w *Worker) parkWaiting(l *latch, wakeAt time.Time) bool {
-	p := w.pool
-	for {
-		if !l.sleep() {
-			w.unparkSelf() // set since the loop last looked: back to the task
-			return true
-		}
-		woke := w.sleep(wakeAt)
-		l.woke()
-		if woke {
-			w.c.Parks++
-		}
-		if !woke || l.probe() {
-			// A keep-off ended, or the latch was set: the loop looks at
-			// it first.
-			w.unparkSelf()
-			return true
-		}
-		parked, searching := p.idle.woken(w)
-		if !parked {
-			w.awake(searching) // notify woke it for work
-			return true
-		}
-		if p.state.Load() != running {
-			// Close or an abort woke everyone: look once more (an abort
-			// has the waiter drop what is queued).
-			w.unparkSelf()
-			return true
-		}
-		// A stale token: sleep again.
+// tune sets the fairness interval so that about targetLookEvery of work
+// passes between looks at the shard (Tokio's self-tuning), from the mean
+// time of the tasks run since the last look, and asks for a look. The
+// clock counts tasks, not turns of the loop, and runs only while the
+// worker has tasks, so neither searching nor sleeping reads as task time
+// (Tokio's stats.rs measures batches of polls the same way).
+func (w *Worker) tune() {
+	now := time.Now()
+	soft := len(w.pool.groups) > 1 // soft placement reads the group's figures
+	if soft {
+		w.group.busyAt.Store(w.pool.clock(now))
 	}
-}
-
-// unparkSelf leaves the sleepers' lists on the worker's own account; if
-// another took it off first (a token is on the way), it takes on how
-// that one counted it.
-func (w *Worker) unparkSelf() {
-	if self, searching := w.pool.idle.unparkSelf(w); !self {
-		w.searching = searching
+	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
+	w.busy, w.busySince, w.sinceLook = 0, now, 0
+	w.lookShard = true
+	if tasks == 0 {
+		return
 	}
-}
-
-// awake is what a worker does when another took it off the sleepers'
-// lists and woke it: searching says whether it was counted as searching
-// (notify, for work) or not (wakeWaiter, for its latch).
-func (w *Worker) awake(searching bool) {
-	w.searching = searching
-	if searching && len(w.pool.groups) > 1 {
-		w.group.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
-	}
-	w.hold()
-	w.settle()
-}
-
-// sleep waits for a wake-up token, and reports false if instead the time
-// until comes (unless it is zero): the end of a keep-off. A worker parked
-// while it keeps off a node would not look at that node again until new
-// work woke it, and a node with a backlog would be left without help.
-func (w *Worker) sleep(until time.Time) bool {
-	if until.IsZero() {
-		<-w.wakeCh
-		return true
-	}
-	d := time.Until(until)
-	if d <= 0 {
-		return false
-	}
-	if w.keepTimer == nil {
-		w.keepTimer = time.NewTimer(d)
+	mean := float64(elapsed.Nanoseconds()) / float64(tasks)
+	if w.meanTask == 0 {
+		w.meanTask = mean
 	} else {
-		w.keepTimer.Reset(d)
+		w.meanTask = 0.9*w.meanTask + 0.1*mean
 	}
-	select {
-	case <-w.wakeCh:
-		w.keepTimer.Stop()
-		return true
-	case <-w.keepTimer.C:
-		return false
+	if soft {
+		w.group.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
 	}
+	if w.pool.cfg.interval > 0 {
+		return
+	}
+	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
+	w.interval = min(max(n, minInterval), maxInterval)
 }
 
-// spin keeps a searcher searching for the block time before it parks
-// (WithBlockTime). Waking a parked thread costs tens of
-// microseconds; a searcher that stays awake is also what tells busy
-// workers (through Join's lazy splitting) to expose work. At most half
-// the workers search, so at most half spin.
-//
-// A worker's thread is locked to its goroutine (unless pin.Goroutines),
-// so while it spins, a goroutine that waits for a processor (a task's
-// waiter, or a worker just woken) may wait for this very one. When the
-// searcher sees that twice in a row, a few microseconds apart (crowding),
-// it gives way: with a block time (the passive policy) it parks, without
-// one (the active policy) it yields once.
-//
-// A worker waiting inside a task (l not nil) spins the same way, searching
-// when it may, until its latch is set: what it waits for is often about
-// to finish.
-func (w *Worker) spin(l *latch) item {
-	p := w.pool
-	limit := p.cfg.spinFor()
-	deadline := time.Now().Add(limit)
-	var crowded crowding
-	var nextLook int64 // on the pool's clock
-	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
-		if l.probe() {
-			return item{}
-		}
-		if it := w.next(); !it.none() {
-			return it
-		}
-		if it := w.search(); !it.none() {
-			return it
-		}
-		if i%8 != 7 {
-			continue
-		}
-		now := p.clock(time.Now())
-		if now < nextLook {
-			continue
-		}
-		nextLook = now + int64(gaugeEvery)
-		seq, runnable := p.runnable.waiting(now, w.runnable[:])
-		switch crowded.look(seq, runnable, limit >= 0) {
-		case giveWayPark:
-			return item{}
-		case giveWayYield:
-			runtime.Gosched()
-		}
+// stopClock stops the task clock: the worker has run out of tasks.
+func (w *Worker) stopClock() {
+	if w.clockOn {
+		w.busy += time.Since(w.busySince)
+		w.clockOn = false
 	}
-	return item{}
 }

@@ -1,0 +1,55 @@
+package pool
+
+import "time"
+
+// keepOff is when a worker may steal from each other group again: it took
+// loop work of a group that the group must keep (piece.run), and stealing
+// more of it would only send that back too.
+type keepOff struct {
+	until []time.Time // per group; nil until first used
+	last  time.Time   // the latest of until, zero once passed
+	now   time.Time   // the clock at the current search's look; zero if nothing is held
+}
+
+// hold keeps the worker off group g (of n) until the given time.
+func (k *keepOff) hold(g, n int, until time.Time) {
+	if k.until == nil {
+		k.until = make([]time.Time, n)
+	}
+	k.until[g] = until
+	if until.After(k.last) {
+		k.last = until
+	}
+}
+
+// look starts a search: it reads the clock if some group is held, so that
+// holds answers for the whole search without reading it again.
+func (k *keepOff) look() {
+	k.now = time.Time{}
+	if k.last.IsZero() {
+		return
+	}
+	if now := time.Now(); now.Before(k.last) {
+		k.now = now
+	} else {
+		k.last = time.Time{}
+	}
+}
+
+// next returns when the first hold still running at now ends; zero if
+// none does, or now is zero (look found nothing held).
+func (k *keepOff) next(now time.Time) time.Time {
+	var first time.Time
+	if !k.last.After(now) {
+		return first
+	}
+	for _, u := range k.until {
+		if u.After(now) && (first.IsZero() || u.Before(first)) {
+			first = u
+		}
+	}
+	return first
+}
+
+// holds reports whether group g is held as of the last look.
+func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }

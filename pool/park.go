@@ -1,0 +1,220 @@
+package pool
+
+import (
+	"runtime"
+	"time"
+)
+
+// park sleeps until there is work, or with a latch l (a task waiting
+// inside the pool, runUntil) until l is set, and reports false when an
+// idle worker must end (the pool drained after Close, or Shutdown gave
+// up); a waiter always gets true: it goes on until l is set.
+func (w *Worker) park(l *latch) bool {
+	p := w.pool
+	if w.lifo.Load() != nil || !w.local.IsEmpty() {
+		return true // a worker with local work never parks
+	}
+	w.publish()
+	if l == nil {
+		// An idle worker lets go of the user's Pool; a waiter keeps it:
+		// its task is still running.
+		w.handle.Store(nil)
+	}
+	recheck, allParked := p.idle.toParked(w, w.searching, l != nil)
+	w.searching = false
+	// The keep-offs as of one reading of the clock: the re-check leaves
+	// out the groups held then, and sleep wakes when the first of those
+	// holds ends, though it may have ended by the time it sleeps.
+	w.keepOff.look()
+	wakeAt := w.keepOff.next(w.keepOff.now)
+	if recheck {
+		p.wakeForPending(w.group, &w.keepOff)
+	} else if !w.group.pinned.IsEmpty() {
+		// Others search, but a searcher of another group never takes
+		// this group's pinned work, and one that spins without end
+		// (Active) never parks to re-check it: this group's sleeper
+		// count (toParked) and its pinned shard are the handshake with
+		// notifyOwn's push and look, as rule 3's are with notify's.
+		p.idle.wakeMore(w.group.index, 1)
+	}
+	if allParked && p.state.Load() == closing {
+		p.drainIfQuiet(w.group)
+	}
+	if l != nil {
+		return w.parkWaiting(l, wakeAt)
+	}
+	for {
+		if p.ending() {
+			p.idle.unparkSelf(w)
+			return false
+		}
+		if !w.sleep(wakeAt) {
+			// A keep-off ended (soft.go): look at that node again.
+			w.unparkSelf()
+			w.hold()
+			return true
+		}
+		w.c.Parks++
+		if p.ending() {
+			p.idle.unparkSelf(w)
+			return false
+		}
+		parked, searching := p.idle.woken(w)
+		if !parked {
+			w.awake(searching)
+			return true
+		}
+		if p.state.Load() == closing {
+			w.unparkSelf() // Close woke everyone: look once more
+			w.hold()
+			w.settle()
+			return true
+		}
+		// A stale token: sleep again.
+	}
+}
+
+// parkWaiting is park for a worker waiting inside a task, registered as
+// parked: it marks l sleeping (latch.go) and sleeps until l is set or a
+// wake-up for work comes, and leaves the sleepers' lists either way. The
+// pool's end does not end it: the task on its stack goes on.
+func (w *Worker) parkWaiting(l *latch, wakeAt time.Time) bool {
+	p := w.pool
+	for {
+		if !l.sleep() {
+			w.unparkSelf() // set since the loop last looked: back to the task
+			return true
+		}
+		woke := w.sleep(wakeAt)
+		l.woke()
+		if woke {
+			w.c.Parks++
+		}
+		if !woke || l.probe() {
+			// A keep-off ended, or the latch was set: the loop looks at
+			// it first.
+			w.unparkSelf()
+			return true
+		}
+		parked, searching := p.idle.woken(w)
+		if !parked {
+			w.awake(searching) // notify woke it for work
+			return true
+		}
+		if p.state.Load() != running {
+			// Close or an abort woke everyone: look once more (an abort
+			// has the waiter drop what is queued).
+			w.unparkSelf()
+			return true
+		}
+		// A stale token: sleep again.
+	}
+}
+
+// unparkSelf leaves the sleepers' lists on the worker's own account; if
+// another took it off first (a token is on the way), it takes on how
+// that one counted it.
+func (w *Worker) unparkSelf() {
+	if self, searching := w.pool.idle.unparkSelf(w); !self {
+		w.searching = searching
+	}
+}
+
+// awake is what a worker does when another took it off the sleepers'
+// lists and woke it: searching says whether it was counted as searching
+// (notify, for work) or not (wakeWaiter, for its latch).
+func (w *Worker) awake(searching bool) {
+	w.searching = searching
+	if searching && len(w.pool.groups) > 1 {
+		w.group.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
+	}
+	w.hold()
+	w.settle()
+}
+
+// sleep waits for a wake-up token, and reports false if instead the time
+// until comes (unless it is zero): the end of a keep-off. A worker parked
+// while it keeps off a node would not look at that node again until new
+// work woke it, and a node with a backlog would be left without help.
+func (w *Worker) sleep(until time.Time) bool {
+	if until.IsZero() {
+		<-w.wakeCh
+		return true
+	}
+	d := time.Until(until)
+	if d <= 0 {
+		return false
+	}
+	if w.keepTimer == nil {
+		w.keepTimer = time.NewTimer(d)
+	} else {
+		w.keepTimer.Reset(d)
+	}
+	select {
+	case <-w.wakeCh:
+		w.keepTimer.Stop()
+		return true
+	case <-w.keepTimer.C:
+		return false
+	}
+}
+
+// spin keeps a searcher searching for the block time before it parks
+// (WithBlockTime). Waking a parked thread costs tens of
+// microseconds; a searcher that stays awake is also what tells busy
+// workers (through Join's lazy splitting) to expose work. At most half
+// the workers search, so at most half spin.
+//
+// A worker's thread is locked to its goroutine (unless pin.Goroutines),
+// so while it spins, a goroutine that waits for a processor (a task's
+// waiter, or a worker just woken) may wait for this very one. When the
+// searcher sees that twice in a row, a few microseconds apart (crowding),
+// it gives way: with a block time (the passive policy) it parks, without
+// one (the active policy) it yields once.
+//
+// A worker waiting inside a task (l not nil) spins the same way, searching
+// when it may, until its latch is set: what it waits for is often about
+// to finish.
+func (w *Worker) spin(l *latch) item {
+	p := w.pool
+	limit := p.cfg.spinFor()
+	deadline := time.Now().Add(limit)
+	var crowded crowding
+	var nextLook int64 // on the pool's clock
+	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
+		if l.probe() {
+			return item{}
+		}
+		if it := w.next(); !it.none() {
+			return it
+		}
+		if it := w.search(); !it.none() {
+			return it
+		}
+		if i%8 != 7 {
+			continue
+		}
+		now := p.clock(time.Now())
+		if now < nextLook {
+			continue
+		}
+		nextLook = now + int64(gaugeEvery)
+		seq, runnable := p.runnable.waiting(now, w.runnable[:])
+		switch crowded.look(seq, runnable, limit >= 0) {
+		case giveWayPark:
+			return item{}
+		case giveWayYield:
+			runtime.Gosched()
+		}
+	}
+	return item{}
+}
+
+// wake gives the worker a wake-up token; a second one before it is used
+// is dropped (waking is idempotent).
+func (w *Worker) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,418 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/numapool/numapool/queue"
+)
+
+// Submission: how work enters the pool's queues. From outside, Submit
+// and a Node's Submit push to a node's shard (push), under the bound if
+// there is one. From a task, every kind of work the task makes goes
+// through spawn (into its own worker's queues) or spawnTo (into a
+// group's shard); a task that must run in another group goes there
+// through sendHome. Each counts the task and wakes a worker for it when
+// nobody searches (idle.notify), so no path forgets either.
+
+// Submit queues fn to run on some worker, and returns ErrClosed once
+// intake has closed. ctx is the work's context: with WithShardBound,
+// Submit waits while the node's queue is full, until ctx is done (it then
+// returns ctx.Err()); a nil ctx is context.Background.
+//
+// From outside the pool the node is chosen round robin, weighted by the
+// number of workers of each node, so that a stream of submissions spreads
+// over the machine, and tasks submitted to one node start roughly in the
+// order of the calls (each node's shard is a FIFO, from which workers
+// take batches). From one of the pool's tasks, fn goes to the calling
+// worker's LIFO slot, as Worker.Spawn, where the node's idle workers
+// steal it first: the bound does not apply (only the workers make room,
+// and the caller is one), and a task still running when intake closes
+// may still submit, since Close waits for what it starts (until a
+// Shutdown gives up, after which Submit returns ErrClosed everywhere).
+func (p *Pool) Submit(ctx context.Context, fn func(*Worker)) error {
+	return p.submit(ctx, nil, fn, noHome, true)
+}
+
+// TrySubmit is Submit that returns ErrFull instead of waiting for room.
+func (p *Pool) TrySubmit(fn func(*Worker)) error {
+	return p.submit(context.Background(), nil, fn, noHome, false)
+}
+
+// Node is one NUMA node of a pool as a place to send work: p.Node(id).
+// It has the pool's submission methods, and is a Target for Async and
+// Run.
+//
+// The preference is soft by default: the task is queued in the node's
+// shard and runs on the node's workers; another node's idle workers take
+// it only when the node lags: none of its workers has made progress for
+// 10ms, or it has more queued than its workers run in 20ms (soft.go).
+// Strict() keeps it on the node: it waits in the node's pinned shard,
+// which other nodes' workers do not read.
+//
+// A Node for an ID the pool has no worker group for returns an error
+// wrapping ErrUnknownNode, which names the pool's nodes, from every
+// method that sends work.
+// A Node is a small value; make one per call or keep it.
+type Node struct {
+	p      *Pool  // held, so that a kept Node keeps its pool open
+	g      *group // nil for an unknown node
+	strict bool
+	err    error
+}
+
+// Node returns the node with the given OS ID. Worker has no Node method
+// (Worker.Node is the worker's own node ID): from inside a task use
+// w.Pool().Node(id).
+func (p *Pool) Node(id int) Node {
+	g, err := p.groupOf(id)
+	return Node{p: p, g: g, err: err}
+}
+
+// Strict returns the node with the preference made hard: work sent to it
+// runs only on its workers. It holds for the task sent, not for what that
+// task starts: a Spawn or Group.Go it makes may be stolen by another
+// node's idle workers like any other (a loop's pieces stay on their
+// nodes unless WithCrossNodeLoops).
+func (n Node) Strict() Node {
+	n.strict = true
+	return n
+}
+
+// ID returns the node's OS ID (-1 for the group of CPUs on no node).
+func (n Node) ID() int {
+	if n.g == nil {
+		return -1
+	}
+	return n.g.node.ID
+}
+
+// Submit queues fn on the node, as Pool.Submit does on the pool: with
+// WithShardBound it waits while the node's queue is full, until ctx is
+// done, and it returns ErrClosed once intake has closed. From one of the
+// pool's tasks fn goes to the node's shard past the bound.
+func (n Node) Submit(ctx context.Context, fn func(*Worker)) error {
+	return n.submit(ctx, fn, true)
+}
+
+// TrySubmit is Submit that returns ErrFull instead of waiting for room.
+func (n Node) TrySubmit(fn func(*Worker)) error {
+	return n.submit(context.Background(), fn, false)
+}
+
+func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
+	if fn == nil {
+		panic("pool: Node.Submit of a nil function")
+	}
+	if n.err != nil {
+		return n.err
+	}
+	return n.p.submit(ctx, n.g, fn, n.home(), wait)
+}
+
+// home is the task's home for the node: its group if strict, else a
+// preference for it when the pool has other nodes.
+func (n Node) home() int32 {
+	if n.strict {
+		return int32(n.g.index)
+	}
+	if len(n.p.groups) > 1 {
+		return preferHome(n.g.index)
+	}
+	return noHome
+}
+
+func (p *sched) groupOf(node int) (*group, error) {
+	for _, g := range p.groups {
+		if g.node.ID == node {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.nodes())
+}
+
+// nextGroup picks the node for work for the whole pool from outside it:
+// round robin, weighted by the nodes' workers, so that a stream of
+// submissions spreads over the machine; but when every worker of that
+// node sleeps while another node has a searcher and nothing queued, that
+// node, whose searcher takes the work within a microsecond or so where a
+// sleeper's thread would take a wake-up (tens of microseconds). A burst
+// still spreads: once a task waits in the searcher's shard, the next
+// submissions go round robin again, and wake the sleeping nodes.
+func (p *sched) nextGroup() *group {
+	if len(p.order) == 1 {
+		return p.groups[0]
+	}
+	g := p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+	if int(g.sleeping.Load()) < len(g.workers) || p.idle.searching.Load() == 0 {
+		return g
+	}
+	for _, o := range p.groups {
+		if o.searching.Load() > 0 && o.inject.IsEmpty() {
+			return o
+		}
+	}
+	return g
+}
+
+// submit queues fn for group g (nil: any node) with the given home,
+// from outside the pool or from one of its tasks (see Pool.Submit).
+func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
+	if fn == nil {
+		panic("pool: Submit of a nil function")
+	}
+	if w := p.workerOf(); w != nil {
+		if p.aborted() {
+			return ErrClosed // Shutdown gave up: nothing new runs
+		}
+		w.queueFrom(g, w.newTask(fn, home))
+		return nil
+	}
+	ctx = orBackground(ctx)
+	if p.state.Load() != running {
+		return ErrClosed // a fast path: the shard's Push decides
+	}
+	if g == nil {
+		g = p.nextGroup()
+	}
+	return p.push(ctx, g, item{fn: fn, home: home}, wait)
+}
+
+// push queues it, accepted from outside the pool or from a task, in g's
+// shard: it takes a place under the bound first (waiting for one if
+// wait), and fails with ErrClosed once intake has closed. A waiting push
+// from one of the pool's own tasks takes no place: only the workers make
+// room, and a worker waiting for room would wait for itself. A task that
+// holds a place is queued as its record, which carries the place.
+func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
+	if g.places != nil && !(wait && p.workerOf() != nil) {
+		select {
+		case g.places <- struct{}{}:
+		default:
+			if !wait {
+				return ErrFull
+			}
+			select {
+			case g.places <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.intake:
+				return ErrClosed
+			}
+		}
+		if it.t == nil {
+			it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
+			it.fn = nil
+		}
+		it.t.placeIn = g
+	}
+	if err := g.shardOf(it.home).Push(it); err != nil {
+		if it.t != nil {
+			it.t.release()
+		}
+		return ErrClosed
+	}
+	if it.home >= 0 {
+		p.idle.notifyOwn(g.index)
+	} else {
+		p.idle.notify(g.index) // soft too: if g lags, another node helps
+	}
+	return nil
+}
+
+// shardOf is the shard of g for a task with that home: pinned if it
+// must stay.
+func (g *group) shardOf(home int32) *queue.InjectShard[item] {
+	if home >= 0 {
+		return g.pinned
+	}
+	return g.inject
+}
+
+// queued is the number of tasks in g's shards.
+func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
+
+// queue: from one of the pool's tasks, the calling worker's LIFO slot
+// (as Spawn: run next unless an idle worker takes it); from outside, a
+// node's shard as Submit, waiting for room under WithShardBound.
+func (p *Pool) queue(t *task) error {
+	if w := p.workerOf(); w != nil {
+		w.queueFrom(nil, t)
+		return nil
+	}
+	if p.state.Load() != running {
+		return ErrClosed
+	}
+	return p.push(context.Background(), p.nextGroup(), t.item(), true)
+}
+
+func (p *Pool) poolOf() *Pool { return p }
+
+// queue: the node's shard (pinned if strict). From one of the pool's
+// tasks the bound does not apply, as for every task queued from inside:
+// only the pool's own workers could make room, and the caller is one.
+func (n Node) queue(t *task) error {
+	if n.err != nil {
+		return n.err
+	}
+	t.home = n.home()
+	if w := n.p.workerOf(); w != nil {
+		w.queueFrom(n.g, t)
+		return nil
+	}
+	if n.p.state.Load() != running {
+		return ErrClosed
+	}
+	return n.p.push(context.Background(), n.g, t.item(), true)
+}
+
+func (n Node) poolOf() *Pool { return n.p }
+
+func (w *Worker) queue(t *task) error {
+	w.owner.check("Spawn")
+	w.spawn(t, inLIFO)
+	return nil
+}
+
+func (w *Worker) poolOf() *Pool { return w.Pool() }
+
+// Spawn queues fn on this worker: it goes to the worker's LIFO slot and
+// runs next, unless another idle worker steals it; the slot's previous
+// task moves to the back of the worker's queue, where idle workers of the
+// node steal from. Call it only from a task running on w.
+func (w *Worker) Spawn(fn func(*Worker)) {
+	if fn == nil {
+		panic("pool: Spawn of a nil function")
+	}
+	w.owner.check("Spawn")
+	w.spawn(w.newTask(fn, noHome), inLIFO)
+}
+
+// where is the place in the worker's own queues that spawn puts a task.
+type where int
+
+const (
+	// inLIFO: the LIFO slot, to run next on this worker unless an idle
+	// worker takes it first; the slot's previous task moves to the back
+	// of the queue (Spawn, Async and Run from a task).
+	inLIFO where = iota
+	// atBack: the back of the queue, which thieves take from first, for
+	// work the worker does not mean to run next (Group.Go, the upper
+	// half of a loop piece).
+	atBack
+)
+
+// spawn queues t, made by the task running on w, in w's own queues.
+func (w *Worker) spawn(t *task, at where) {
+	if at == inLIFO {
+		t = w.lifo.Swap(t) // the previous task, if any, goes to the back
+	}
+	if t != nil {
+		w.push(t)
+	}
+	w.spawned(w.group)
+}
+
+// spawnTo queues t, made by the task running on w, in group g's shard:
+// pinned if t must stay in g. The shard's bound does not apply: only the
+// pool's own workers make room, and w is one of them.
+func (w *Worker) spawnTo(g *group, t *task) {
+	w.c.Spawned++
+	w.queueIn(g, t)
+}
+
+// queueFrom queues t, made by the task running on w, for group g: in
+// w's LIFO slot for the whole pool (g nil), as Spawn, else in g's shard.
+func (w *Worker) queueFrom(g *group, t *task) {
+	if g == nil {
+		w.spawn(t, inLIFO)
+	} else {
+		w.spawnTo(g, t)
+	}
+}
+
+// spawned counts a task w made for group g's workers and wakes one of
+// them if nobody searches.
+func (w *Worker) spawned(g *group) {
+	w.c.Spawned++
+	w.pool.idle.notify(g.index)
+}
+
+// sendHome queues t, which must or should run in group g, in g's shard
+// and wakes a worker of g: a strict task that w got, or a soft one whose
+// node keeps up (remade false), or the rest of a loop piece that w took
+// while g is still busy with it, remade as a new task (counted as spawned
+// too, since the piece w took completes here).
+func (w *Worker) sendHome(g *group, t *task, remade bool) {
+	if remade {
+		w.c.Spawned++
+	}
+	w.c.SentHome++
+	w.sentHome(remade)
+	w.queueIn(g, t)
+}
+
+// queueIn queues t, from the task running on w, in g's shard for its home
+// and wakes a worker for it: only one of g's own if t must run in g
+// (strict) or should (soft, sent home because g keeps up).
+func (w *Worker) queueIn(g *group, t *task) {
+	home := t.home // itemOf may give t back for reuse
+	g.shardOf(home).Requeue(w.itemOf(t))
+	if home != noHome {
+		w.pool.idle.notifyOwn(g.index)
+	} else {
+		w.pool.idle.notify(g.index)
+	}
+}
+
+// SpawnWith queues fn(w, x) as a task of w's, as w.Spawn(func(w
+// *pool.Worker) { fn(w, x) }) would, but without the closure: with fn a
+// function value made before (a top-level function, or a closure made
+// once, not per call), it allocates nothing once the worker has run
+// tasks of the same argument type, whose records it reuses. A
+// closure per task costs an allocation, and a recursion that spawns a
+// million tasks then spends much of its time in the garbage collector,
+// whose phases also take processors from the pool's workers. A panic in
+// fn goes to the pool's panic handler, as Spawn's does. Call it only from
+// a task running on w.
+func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
+	if fn == nil {
+		panic("pool: SpawnWith of a nil function")
+	}
+	w.owner.check("SpawnWith")
+	t, ok := recordOf[*argTask[X]](&w.args)
+	if !ok {
+		t = &argTask[X]{task: task{home: noHome}}
+		t.job = t
+	}
+	t.fn, t.x = fn, x
+	w.spawn(&t.task, inLIFO)
+}
+
+// argTask is a task of SpawnWith: fn and its argument in a record of its
+// own, which the worker that runs it keeps for its next SpawnWith of the
+// same type.
+type argTask[X any] struct {
+	task
+	fn func(*Worker, X)
+	x  X
+}
+
+// maxArgTasks bounds a worker's list of SpawnWith records to reuse; a
+// record beyond it goes to the collector.
+const maxArgTasks = 256
+
+// run takes fn and x out of the record and gives it back to w's list
+// before calling fn: no queue or slot refers to a task that is running,
+// and fn's own spawns of the same type then reuse it at once. Worker.run
+// reads only the record's plain flag afterwards, which is never written
+// after the record is made.
+func (t *argTask[X]) run(w *Worker) {
+	fn, x := t.fn, t.x
+	var zero X
+	t.fn, t.x = nil, zero
+	w.args.keep(t)
+	w.call(func(w *Worker) { fn(w, x) })
+}
+
+func (t *argTask[X]) drop(error) {}
