@@ -142,7 +142,7 @@ type piece struct {
 func (s *forState) piece(lo, hi, node int, offered time.Time, pinned bool) *task {
 	pc := &piece{task: task{home: noHome}, s: s, lo: lo, hi: hi, node: node, offered: offered}
 	if pinned {
-		pc.home = int32(node)
+		pc.home = strictHome(node)
 	}
 	pc.job = pc
 	return &pc.task

@@ -229,14 +229,14 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 		blk.end, blk.since = uint64(b.Hi), now
 		perGroup[i] = min(len(p.groups[i].workers), b.Hi-b.Lo)
 		for range perGroup[i] {
-			h := &chunkHelper{task: task{home: int32(i)}, l: l}
+			h := &chunkHelper{task: task{home: strictHome(i)}, l: l}
 			h.job = h
 			helpers = append(helpers, &h.task)
 		}
 	}
 	l.remaining.Store(int64(len(helpers)))
 	for _, t := range helpers {
-		l.start(w, p.groups[t.home], t, 1)
+		l.start(w, p.groups[t.home.group()], t, 1)
 	}
 	if w == nil {
 		// Each group's first helper wakes a worker, which wakes no

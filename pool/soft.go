@@ -52,15 +52,28 @@ const softBacklog = 2 * softPatience
 // that keeps up at least this often.
 const softLookEvery = softPatience / 4
 
-// preferHome is the home of a task that prefers group g.
-func preferHome(g int) int32 { return noHome - 1 - int32(g) }
+// home is where a task belongs: nowhere in particular (noHome), one
+// group it must run in (strictHome: a Strict Node, a loop's node block),
+// or one it prefers (preferHome: a soft Node). It is one int32, so that
+// a queue item stays small: g >= 0 must run in group g, -1 is noHome,
+// and -2-g prefers group g.
+type home int32
 
 // noHome is the home of a task that may run anywhere.
-const noHome = -1
+const noHome home = -1
 
-// homeGroup is the index of the group a task with home h must or should
-// run in; h is not noHome.
-func homeGroup(h int32) int {
+// strictHome is the home of a task that must run in group g.
+func strictHome(g int) home { return home(g) }
+
+// preferHome is the home of a task that prefers group g.
+func preferHome(g int) home { return noHome - 1 - home(g) }
+
+// strict reports whether the task must run in its group.
+func (h home) strict() bool { return h >= 0 }
+
+// group is the index of the group a task must or should run in; h is not
+// noHome.
+func (h home) group() int {
 	if h >= 0 {
 		return int(h)
 	}
@@ -68,15 +81,15 @@ func homeGroup(h int32) int {
 }
 
 // sendsHome sends t home instead of running it here, and reports whether
-// it did: a task that must run on another group (home >= 0) always, and
-// one that prefers another group (home < noHome) if that group keeps up,
+// it did: a task that must run on another group (a strict home) always,
+// and one that prefers another group if that group keeps up,
 // keeping w off the group meanwhile.
 func (w *Worker) sendsHome(t *task) bool {
-	g := w.pool.groups[homeGroup(t.home)]
+	g := w.pool.groups[t.home.group()]
 	if g == w.group {
 		return false
 	}
-	if t.home >= 0 {
+	if t.home.strict() {
 		w.sendHome(g, t, false)
 		return true
 	}

@@ -107,14 +107,14 @@ func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
 	if n.err != nil {
 		return n.err
 	}
-	return n.p.submit(ctx, n.g, fn, n.home(), wait)
+	return n.p.submit(ctx, n.g, fn, n.taskHome(), wait)
 }
 
 // home is the task's home for the node: its group if strict, else a
 // preference for it when the pool has other nodes.
-func (n Node) home() int32 {
+func (n Node) taskHome() home {
 	if n.strict {
-		return int32(n.g.index)
+		return strictHome(n.g.index)
 	}
 	if len(n.p.groups) > 1 {
 		return preferHome(n.g.index)
@@ -157,7 +157,7 @@ func (p *sched) nextGroup() *group {
 
 // submit queues fn for group g (nil: any node) with the given home,
 // from outside the pool or from one of its tasks (see Pool.Submit).
-func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home int32, wait bool) error {
+func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home home, wait bool) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
@@ -212,7 +212,7 @@ func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
 		}
 		return ErrClosed
 	}
-	if it.home >= 0 {
+	if it.home.strict() {
 		p.idle.notifyOwn(g.index)
 	} else {
 		p.idle.notify(g.index) // soft too: if g lags, another node helps
@@ -222,8 +222,8 @@ func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
 
 // shardOf is the shard of g for a task with that home: pinned if it
 // must stay.
-func (g *group) shardOf(home int32) *queue.InjectShard[item] {
-	if home >= 0 {
+func (g *group) shardOf(h home) *queue.InjectShard[item] {
+	if h.strict() {
 		return g.pinned
 	}
 	return g.inject
@@ -255,7 +255,7 @@ func (n Node) queue(t *task) error {
 	if n.err != nil {
 		return n.err
 	}
-	t.home = n.home()
+	t.home = n.taskHome()
 	if w := n.p.workerOf(); w != nil {
 		w.queueFrom(n.g, t)
 		return nil
@@ -356,9 +356,9 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 // and wakes a worker for it: only one of g's own if t must run in g
 // (strict) or should (soft, sent home because g keeps up).
 func (w *Worker) queueIn(g *group, t *task) {
-	home := t.home // itemOf may give t back for reuse
-	g.shardOf(home).Requeue(w.itemOf(t))
-	if home != noHome {
+	h := t.home // itemOf may give t back for reuse
+	g.shardOf(h).Requeue(w.itemOf(t))
+	if h != noHome {
 		w.pool.idle.notifyOwn(g.index)
 	} else {
 		w.pool.idle.notify(g.index)

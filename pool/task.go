@@ -3,15 +3,15 @@ package pool
 import "sync"
 
 // task is one unit of work in a queue: what it does, and where it may
-// run. home >= 0 keeps it inside that node group (a Strict Node, a loop's
-// node block): it is queued in the group's pinned shard, which only the
-// group's workers read, and a worker of another node that gets it anyway
-// (a loop piece) sends it home. noHome lets it run anywhere; a soft
-// Node's task prefers its group g, with home preferHome(g), below
-// noHome: other nodes leave it to g while g keeps up (soft.go).
+// run (its home, soft.go). A strict home keeps it inside that node group
+// (a Strict Node, a loop's node block): it is queued in the group's
+// pinned shard, which only the group's workers read, and a worker of
+// another node that gets it anyway (a loop piece) sends it home. noHome
+// lets it run anywhere; a soft Node's task prefers its group: other
+// nodes leave it to that group while the group keeps up.
 type task struct {
 	job  job
-	home int32 // node group index, noHome, or preferHome(group)
+	home home
 	// plain marks a record of its own (Submit, Spawn), which the worker
 	// that ran it may reuse; other tasks are embedded in their job.
 	plain   bool
@@ -28,7 +28,7 @@ type task struct {
 type item struct {
 	t    *task
 	fn   func(*Worker)
-	home int32
+	home home
 }
 
 // none reports whether it is the zero item: no task.
@@ -137,23 +137,23 @@ type stash struct {
 }
 
 // newTask returns a plain task record for fn.
-func (w *Worker) newTask(fn func(*Worker), home int32) *task {
+func (w *Worker) newTask(fn func(*Worker), h home) *task {
 	if len(w.free) == 0 {
 		w.pool.stash.take(w)
 	}
 	if n := len(w.free); n > 0 {
 		t := w.free[n-1]
 		w.free = w.free[:n-1]
-		t.job, t.home = fnJob(fn), home
+		t.job, t.home = fnJob(fn), h
 		return t
 	}
-	return w.allocTasks(fn, home)
+	return w.allocTasks(fn, h)
 }
 
 // allocTasks makes records a slab at a time, when neither the worker nor
 // the stash has one: tasks that wait in a slot, or carry a home, need a
 // record each, and one allocation of many costs less than many of one.
-func (w *Worker) allocTasks(fn func(*Worker), home int32) *task {
+func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 	slab := new([slabTasks]task)
 	for i := range slab[1:] {
 		t := &slab[1+i]
@@ -161,7 +161,7 @@ func (w *Worker) allocTasks(fn func(*Worker), home int32) *task {
 		w.free = append(w.free, t)
 	}
 	t := &slab[0]
-	t.job, t.home, t.plain = fnJob(fn), home, true
+	t.job, t.home, t.plain = fnJob(fn), h, true
 	return t
 }
 

@@ -474,7 +474,7 @@ func (w *Worker) taskOf(it item) (t *task, away bool) {
 	if t != nil {
 		return t, t.home != noHome && w.sendsHome(t)
 	}
-	if it.home != noHome && homeGroup(it.home) != w.group.index {
+	if it.home != noHome && it.home.group() != w.group.index {
 		t = w.newTask(it.fn, it.home)
 		return t, w.sendsHome(t)
 	}
