@@ -26,13 +26,6 @@ import (
 
 var errBody = errors.New("body failed")
 
-// bounded runs fn and fails the test if it has not returned within
-// hangBound. fn must not call t.Fatal.
-func bounded(t *testing.T, what string, fn func()) {
-	t.Helper()
-	within(t, hangBound, what, fn)
-}
-
 // loopStopSlack is how many loop bodies (of ~5 µs each) may start on the
 // other workers between the moment a body returns its error and the
 // moment the loop records it and stops handing out parts: a couple per
@@ -57,7 +50,7 @@ func isDone(ch <-chan struct{}) bool {
 func TestRunReturnsValueAndError(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
-	bounded(t, "Run", func() {
+	within(t, hangBound, "Run", func() {
 		v, err := Run(p, func(*Worker) (int, error) { return 42, nil })
 		if v != 42 || err != nil {
 			t.Errorf("Run = %d, %v; want 42, nil", v, err)
@@ -84,7 +77,7 @@ func TestAsyncWaitOutside(t *testing.T) {
 	for i := range futures {
 		futures[i] = Async(p, func(*Worker) (int, error) { return i * i, nil })
 	}
-	bounded(t, "Wait on 100 futures", func() {
+	within(t, hangBound, "Wait on 100 futures", func() {
 		for i, f := range futures {
 			if v, err := f.Wait(); v != i*i || err != nil {
 				t.Errorf("future %d: %d, %v", i, v, err)
@@ -110,7 +103,7 @@ func TestAsyncWaitOutside(t *testing.T) {
 		}()
 	}
 	close(release)
-	bounded(t, "8 goroutines waiting for one future", wg.Wait)
+	within(t, hangBound, "8 goroutines waiting for one future", wg.Wait)
 	if n := wrong.Load(); n != 0 {
 		t.Errorf("%d of 8 waiters got a wrong result", n)
 	}
@@ -180,7 +173,7 @@ func TestAsyncInsideTaskOnFullBoundedNode(t *testing.T) {
 		t.Error("Async from inside a task blocked its only worker waiting for room in the bounded node queue (deadlock)")
 	}
 	// Close unblocks a stuck Async (it gets ErrClosed), so nothing leaks.
-	bounded(t, "Close", func() { _ = p.Close() })
+	within(t, hangBound, "Close", func() { _ = p.Close() })
 }
 
 func TestFutureDoneChannel(t *testing.T) {
@@ -211,7 +204,7 @@ func TestFutureDoneClosedOnceWaitReturns(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	defer p.Close()
 	n := 0
-	bounded(t, "Wait on futures for 300ms", func() {
+	within(t, hangBound, "Wait on futures for 300ms", func() {
 		for start := time.Now(); time.Since(start) < 300*time.Millisecond; n++ {
 			f := Async(p, func(*Worker) (int, error) { return n, nil })
 			v, _ := f.Wait()
@@ -231,7 +224,7 @@ func TestFuturePanicIsPanicError(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	var err error
-	bounded(t, "a panicking future", func() {
+	within(t, hangBound, "a panicking future", func() {
 		_, err = Async(p, func(*Worker) (int, error) { return boundaryPanicker("kaboom"), nil }).Wait()
 	})
 	var pe *PanicError
@@ -242,7 +235,7 @@ func TestFuturePanicIsPanicError(t *testing.T) {
 		t.Errorf("stack does not show the panicking function:\n%s", pe.Stack)
 	}
 	// A panic with an error value unwraps to it.
-	bounded(t, "a panicking Run", func() {
+	within(t, hangBound, "a panicking Run", func() {
 		_, err = Run(p, func(*Worker) (int, error) { return boundaryPanicker(errBody), nil })
 	})
 	if !errors.As(err, &pe) || !errors.Is(err, errBody) {
@@ -257,7 +250,7 @@ func TestFuturePanicIsPanicError(t *testing.T) {
 		t.Errorf("Run(w) = %v, want a *PanicError", err)
 	}
 	// The worker lived on.
-	bounded(t, "Run after panics", func() {
+	within(t, hangBound, "Run after panics", func() {
 		if v, err := Run(p, func(*Worker) (int, error) { return 1, nil }); v != 1 || err != nil {
 			t.Errorf("Run after panics = %d, %v", v, err)
 		}
@@ -281,7 +274,7 @@ func TestAsyncOnNode(t *testing.T) {
 		}
 	}
 	soft := Async(p.Node(nodes[1]), func(w *Worker) (int, error) { return w.Node(), nil })
-	bounded(t, "futures on nodes", func() {
+	within(t, hangBound, "futures on nodes", func() {
 		for i, f := range fs {
 			if got, err := f.Wait(); got != want[i] || err != nil {
 				t.Errorf("Async(Node(%d).Strict()) ran on node %d (%v)", want[i], got, err)
@@ -386,7 +379,7 @@ func TestForkComputes(t *testing.T) {
 			}
 			want := slices.Clone(in)
 			slices.Sort(want)
-			bounded(t, "merge sort", func() {
+			within(t, hangBound, "merge sort", func() {
 				got, err := Run(p, func(w *Worker) ([]int, error) { return mergeSort(w, in), nil })
 				if err != nil || !slices.Equal(got, want) {
 					t.Errorf("mergeSort: err %v, sorted correctly %v", err, slices.Equal(got, want))
@@ -424,7 +417,7 @@ func TestJoinAndForkPanics(t *testing.T) {
 		_, err := Run(p, func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(a, b) })
 		return err
 	}
-	bounded(t, "Join through Run", func() {
+	within(t, hangBound, "Join through Run", func() {
 		if err := join(func(*Worker) { left.Store(true) }, func(*Worker) { right.Store(true) }); err != nil {
 			t.Errorf("Join = %v", err)
 		}
@@ -468,7 +461,7 @@ func TestParallelForErrStopsAtFirstError(t *testing.T) {
 			var started, after atomic.Int64
 			var failed atomic.Bool
 			var err error
-			bounded(t, "a failing ParallelForErr", func() {
+			within(t, hangBound, "a failing ParallelForErr", func() {
 				err = p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
 					if failed.Load() {
 						after.Add(1)
@@ -510,7 +503,7 @@ func TestParallelForErrBlocksAndPanics(t *testing.T) {
 	}
 	seen := make([]atomic.Int32, n)
 	var wrong atomic.Int64
-	bounded(t, "ParallelForErr", func() {
+	within(t, hangBound, "ParallelForErr", func() {
 		err := p.ParallelFor(context.Background(), n, 100, func(w *Worker, lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				seen[i].Add(1)
@@ -532,7 +525,7 @@ func TestParallelForErrBlocksAndPanics(t *testing.T) {
 	if wrong.Load() != 0 {
 		t.Errorf("%d indexes ran off the node Split gave them", wrong.Load())
 	}
-	bounded(t, "a panicking ParallelForErr", func() {
+	within(t, hangBound, "a panicking ParallelForErr", func() {
 		err := p.ParallelFor(context.Background(), n, 100, func(_ *Worker, lo, hi int) error {
 			if lo <= n/2 && n/2 < hi {
 				boundaryPanicker("loop")
@@ -554,7 +547,7 @@ func TestParallelForErrCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var bodies atomic.Int64
-	bounded(t, "ParallelForErr(cancelled ctx)", func() {
+	within(t, hangBound, "ParallelForErr(cancelled ctx)", func() {
 		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error { bodies.Add(1); return nil })
 		if !errors.Is(err, context.Canceled) || bodies.Load() != 0 {
 			t.Errorf("pre-cancelled: %v, %d bodies; want context.Canceled, 0", err, bodies.Load())
@@ -565,7 +558,7 @@ func TestParallelForErrCtx(t *testing.T) {
 	defer cancel()
 	var started, after atomic.Int64
 	var cancelled atomic.Bool
-	bounded(t, "ParallelForErr cancelled midway", func() {
+	within(t, hangBound, "ParallelForErr cancelled midway", func() {
 		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error {
 			if cancelled.Load() {
 				after.Add(1)
@@ -677,7 +670,7 @@ func groupStartOrder(t *testing.T, opts []Option, tasks int, hold bool) {
 				t.Fatal(err)
 			}
 		}
-		bounded(t, "holding every worker", held.Wait)
+		within(t, hangBound, "holding every worker", held.Wait)
 	}
 
 	pos := make([]int, tasks)
@@ -691,7 +684,7 @@ func groupStartOrder(t *testing.T, opts []Option, tasks int, hold bool) {
 		})
 	}
 	close(release)
-	bounded(t, "Group.Wait", func() {
+	within(t, hangBound, "Group.Wait", func() {
 		if err := g.Wait(); err != nil {
 			t.Errorf("Wait = %v", err)
 		}
@@ -745,7 +738,7 @@ func TestGroupFailureSkipsTheRestVersusErrgroup(t *testing.T) {
 				g.Go(func(*Worker) error { return task(i) })
 			}
 			var err error
-			bounded(t, "Group.Wait", func() { err = g.Wait() })
+			within(t, hangBound, "Group.Wait", func() { err = g.Wait() })
 			if !errors.Is(err, errBody) {
 				t.Errorf("Group.Wait = %v, want errBody", err)
 			}
@@ -819,7 +812,7 @@ func TestMapReduceFloatSumIsDeterministic(t *testing.T) {
 	mapper := func(_ *Worker, lo, hi int) (float64, error) { return sumRange(lo, hi), nil }
 	add := func(a, b float64) float64 { return a + b }
 	var auto float64
-	bounded(t, "MapReduce runs", func() {
+	within(t, hangBound, "MapReduce runs", func() {
 		for run := range runs {
 			got, err := MapReduce(context.Background(), p, n, grain, mapper, add)
 			if err != nil || math.Float64bits(got) != math.Float64bits(want) {
@@ -880,7 +873,7 @@ func TestMapReduceErrorsAndEdges(t *testing.T) {
 			t.Errorf("MapReduce n=%d = %d, %v, %d calls; want 0, nil, 0", n, got, err, calls.Load())
 		}
 	}
-	bounded(t, "MapReduce", func() {
+	within(t, hangBound, "MapReduce", func() {
 		// n not a multiple of grain: the last chunk is short.
 		if got, err := MapReduce(ctx, p, 1003, 10, count, add); got != 1003 || err != nil || calls.Load() != 101 {
 			t.Errorf("MapReduce(1003, 10) = %d, %v, %d chunks; want 1003, nil, 101", got, err, calls.Load())
@@ -993,8 +986,8 @@ func TestPerWorkerPaddedAndOrdered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bounded(t, "tasks", wg.Wait)
-	bounded(t, "ParallelFor", func() {
+	within(t, hangBound, "tasks", wg.Wait)
+	within(t, hangBound, "ParallelFor", func() {
 		if err := p.ParallelFor(context.Background(), loop, 100, func(w *Worker, lo, hi int) error { *s.Get(w) += int64(hi - lo); return nil }); err != nil {
 			t.Errorf("ParallelFor = %v", err)
 		}
@@ -1077,7 +1070,7 @@ func TestNodeSubmitForms(t *testing.T) {
 			t.Errorf("submission %d: %v", i, err)
 		}
 	}
-	bounded(t, "node submissions", wg.Wait)
+	within(t, hangBound, "node submissions", wg.Wait)
 	if ran.Load() != 400 || wrong.Load() != 0 {
 		t.Errorf("%d of 400 ran; %d strict tasks ran off their node", ran.Load(), wrong.Load())
 	}
@@ -1137,7 +1130,7 @@ func TestNodeFull(t *testing.T) {
 			t.Errorf("%s TrySubmit on a full node = %v, want ErrFull", name, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		bounded(t, "SubmitCtx on a full node", func() {
+		within(t, hangBound, "SubmitCtx on a full node", func() {
 			if err := n.Submit(ctx, func(*Worker) {}); !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s SubmitCtx on a full node = %v, want context.DeadlineExceeded", name, err)
 			}
@@ -1157,12 +1150,12 @@ func TestNodeFull(t *testing.T) {
 		waitClosed(t, done, hangBound, "the other node's task")
 	}
 	close(hold)
-	bounded(t, "Submit waiting for room", func() {
+	within(t, hangBound, "Submit waiting for room", func() {
 		if err := n0.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
 			t.Errorf("Submit after room = %v", err)
 		}
 	})
-	bounded(t, "Close", func() {
+	within(t, hangBound, "Close", func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("Close = %v", err)
 		}
@@ -1179,7 +1172,7 @@ func TestPanicErrorFormat(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
 	var err error
-	bounded(t, "Join with a panic", func() {
+	within(t, hangBound, "Join with a panic", func() {
 		_, err = Run(p, func(w *Worker) (struct{}, error) {
 			return struct{}{}, w.Join(func(*Worker) { boundaryPanicker("format-me") }, func(*Worker) {})
 		})
@@ -1245,7 +1238,7 @@ func TestStatsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bounded(t, "the workload", wg.Wait)
+	within(t, hangBound, "the workload", wg.Wait)
 
 	raw, err := json.Marshal(p.Stats())
 	if err != nil {
@@ -1294,7 +1287,7 @@ func TestStatsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bounded(t, "holding both workers", held.Wait)
+	within(t, hangBound, "holding both workers", held.Wait)
 	for range 5 {
 		if err := p.Node(p.Nodes()[0]).Strict().Submit(context.Background(), func(*Worker) {}); err != nil {
 			t.Fatal(err)
@@ -1367,7 +1360,7 @@ func TestNilContextIsBackground(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()
 	var nilCtx context.Context
-	bounded(t, "nil contexts", func() {
+	within(t, hangBound, "nil contexts", func() {
 		if err := p.ParallelFor(nilCtx, 100, 1, func(*Worker, int, int) error { return nil }); err != nil {
 			t.Errorf("ParallelForCtx(nil) = %v", err)
 		}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,92 +16,6 @@ import (
 // without either) and of the rules a task's Worker handle lives by. Every
 // wait is bounded: a hang fails the test and names what hung instead of
 // stalling the test binary.
-
-// hangBound is how long a call that must return may take before the test
-// calls it hung: far beyond what any of them needs.
-const hangBound = 5 * time.Second
-
-// within runs fn on another goroutine and fails the test, naming what,
-// when fn has not returned after d. fn must not call t.Fatal. On a hang
-// fn's goroutine is left behind (the test has failed anyway).
-func within(t testing.TB, d time.Duration, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		dumpGoroutines()
-		t.Fatalf("%s did not return within %v (goroutines dumped above)", what, d)
-	}
-}
-
-// dumpGoroutines writes every goroutine's stack to stderr, for a test
-// that found a call hung.
-func dumpGoroutines() { _ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) }
-
-// waitClosed waits for ch to be closed, failing the test after d.
-func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, d)
-	}
-}
-
-// eventually polls cond until it holds or d has passed, and reports
-// whether it held. For conditions no event announces (the collector, the
-// OS reaping threads).
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// recovered runs fn and returns what it panicked with (nil if it did not).
-func recovered(fn func()) (r any) {
-	defer func() { r = recover() }()
-	fn()
-	return nil
-}
-
-// specName names a layout in subtest names.
-func specName(spec string) string {
-	if spec == "" {
-		return "real"
-	}
-	return spec
-}
-
-func specOpts(spec string, opts ...Option) []Option {
-	if spec != "" {
-		opts = append(opts, WithSpec(spec))
-	}
-	return opts
-}
-
-// spinFor busy-waits for d: a task that takes time without blocking its
-// thread.
-func spinFor(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
-	}
-}
 
 // ---------------------------------------------------------------------
 // Close racing submissions.

@@ -8,22 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
-
-// watchdog panics with every goroutine's stack written to stderr unless
-// the returned stop is called within d: a hang in the code under test
-// shows where everything waits instead of running into the binary's
-// -timeout.
-func watchdog(t testing.TB, d time.Duration, what string) (stop func()) {
-	t.Helper()
-	name := t.Name()
-	timer := time.AfterFunc(d, func() {
-		dumpGoroutines()
-		panic("watchdog: " + name + ": " + what + " did not finish within " + d.String())
-	})
-	return func() { timer.Stop() }
-}
 
 // Calls of Go from outside the pool that race Close: a function the pool
 // refused never runs; one it accepted runs once, or is skipped because a
@@ -43,47 +28,48 @@ func TestGroupGoRacingClose(t *testing.T) {
 		g := p.Group(context.Background())
 		var ran [callers * calls]atomic.Int32
 		var refused [callers * calls]atomic.Bool
-		stop := watchdog(t, hangBound, fmt.Sprintf("round %d: Go, Close and Wait", round))
-		start := make(chan struct{})
-		var began atomic.Int32 // calls begun
-		var wg sync.WaitGroup
-		for c := range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				for k := range calls {
-					i := c*calls + k
-					began.Add(1)
-					// start is Go's queueing, which also says whether the
-					// pool refused the function.
-					if err := g.start(nil, func(*Worker) error { ran[i].Add(1); return nil }); err != nil {
-						if !errors.Is(err, ErrClosed) {
-							t.Errorf("round %d: function %d refused with %v, want ErrClosed", round, i, err)
+		var err error
+		within(t, hangBound, fmt.Sprintf("round %d: Go, Close and Wait", round), func() {
+			start := make(chan struct{})
+			var began atomic.Int32 // calls begun
+			var wg sync.WaitGroup
+			for c := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for k := range calls {
+						i := c*calls + k
+						began.Add(1)
+						// start is Go's queueing, which also says whether the
+						// pool refused the function.
+						if err := g.start(nil, func(*Worker) error { ran[i].Add(1); return nil }); err != nil {
+							if !errors.Is(err, ErrClosed) {
+								t.Errorf("round %d: function %d refused with %v, want ErrClosed", round, i, err)
+							}
+							refused[i].Store(true)
 						}
-						refused[i].Store(true)
 					}
-				}
-			}()
-		}
-		// Close once some of the calls have begun, a different number
-		// each round, so that it meets calls in every stage.
-		closeAfter := int32(round % (callers * calls))
-		closed := make(chan error, 1)
-		go func() {
-			<-start
-			for began.Load() < closeAfter {
-				runtime.Gosched()
+				}()
 			}
-			closed <- p.Close()
-		}()
-		close(start)
-		wg.Wait()
-		if err := <-closed; err != nil {
-			t.Fatalf("round %d: Close: %v", round, err)
-		}
-		err := g.Wait()
-		stop()
+			// Close once some of the calls have begun, a different number
+			// each round, so that it meets calls in every stage.
+			closeAfter := int32(round % (callers * calls))
+			closed := make(chan error, 1)
+			go func() {
+				<-start
+				for began.Load() < closeAfter {
+					runtime.Gosched()
+				}
+				closed <- p.Close()
+			}()
+			close(start)
+			wg.Wait()
+			if err := <-closed; err != nil {
+				t.Fatalf("round %d: Close: %v", round, err)
+			}
+			err = g.Wait()
+		})
 		nRefused := 0
 		for i := range ran {
 			if refused[i].Load() {

@@ -306,8 +306,8 @@ func TestHardReuseSpawnPathsExactlyOnce(t *testing.T) {
 					}
 				}
 			}
-			bounded(t, "the task tree", tr.wg.Wait)
-			bounded(t, "Close", func() { _ = p.Close() })
+			within(t, hangBound, "the task tree", tr.wg.Wait)
+			within(t, hangBound, "Close", func() { _ = p.Close() })
 			pr.report(t)
 			if missing := tr.checkOnce(t); missing != tr.refused.Load() {
 				t.Errorf("%d tasks never ran, %d refused", missing, tr.refused.Load())
@@ -367,7 +367,7 @@ func TestHardReuseStashConcurrentProducers(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				bounded(t, fmt.Sprintf("wave %d", wave), wg.Wait)
+				within(t, hangBound, fmt.Sprintf("wave %d", wave), wg.Wait)
 				for k := range counts {
 					if got := counts[k].Load(); got != int32(wave+1) {
 						t.Fatalf("wave %d: task %d ran %d times in all, want %d", wave, k, got, wave+1)
@@ -558,7 +558,7 @@ func TestHardReuseJoinNestedPanics(t *testing.T) {
 				}
 			}
 			rounds := 0
-			bounded(t, "Joins", func() {
+			within(t, hangBound, "Joins", func() {
 				for next.Load() < n-64 {
 					rounds++
 					if err := p.ParallelFor(context.Background(), 4, 1, func(w *Worker, _, _ int) error { join(w, 5); return nil }); err != nil {
@@ -676,7 +676,7 @@ func TestHardReuseMapReduceChunksOnce(t *testing.T) {
 	onEachLayout(t, reuseSpecs, func(t *testing.T, p *Pool, _ bool) {
 		var pr problems
 		ctx := context.Background()
-		bounded(t, "MapReduce calls", func() {
+		within(t, hangBound, "MapReduce calls", func() {
 			for _, sz := range sizes {
 				// From outside.
 				c := newChunkCheck(sz.n, sz.grain, &pr)
@@ -743,7 +743,7 @@ func TestHardReuseMapReduceCrossNodeClaims(t *testing.T) {
 		for run := 1; ; run++ {
 			var pr problems
 			c := newChunkCheck(n, 1, &pr)
-			bounded(t, "MapReduce", func() {
+			within(t, hangBound, "MapReduce", func() {
 				res, err := MapReduce(context.Background(), p, n, 1, c.mapper(slow), combineLists)
 				c.check(res, err, "slow node")
 			})
@@ -796,7 +796,7 @@ func TestHardReuseMapReduceFailures(t *testing.T) {
 				}
 				return res, err
 			}
-			bounded(t, "MapReduce calls", func() {
+			within(t, hangBound, "MapReduce calls", func() {
 				for _, inside := range []bool{false, true} {
 					for _, fail := range []string{"error", "panic", "cancel", "cancelled"} {
 						for _, grain := range []int{1, 5} {
@@ -927,7 +927,7 @@ func TestHardReuseMapReduceNested(t *testing.T) {
 				}
 			}()
 		}
-		bounded(t, "nested MapReduce", wg.Wait)
+		within(t, hangBound, "nested MapReduce", wg.Wait)
 		pr.report(t)
 	})
 }

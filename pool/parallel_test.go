@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // The sizes and grains a loop's index arithmetic must survive: the edges
@@ -113,26 +112,6 @@ func (r *rangeLog) check(t *testing.T, complete bool) {
 	}
 	if next != r.n {
 		t.Errorf("n %d: ranges end at %d, want n", r.n, next)
-	}
-}
-
-// noHang runs fn and returns when fn does. If fn has not returned after
-// hangBound it writes every goroutine's stack to stderr and panics with
-// what and report(): a loop that never ends keeps the pool's workers
-// busy, so the test binary stops there.
-func noHang(what string, report fmt.Stringer, fn func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	timer := time.NewTimer(hangBound)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		dumpGoroutines()
-		panic(fmt.Sprintf("%s did not return within %v: %v", what, hangBound, report))
 	}
 }
 
@@ -257,7 +236,7 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 									return nil
 								}
 								var err error
-								noHang(pc.name+" "+name, log, func() { err = lp.run(p, ctx, n, grain, body) })
+								within(t, hangBound, pc.name+" "+name, func() { err = lp.run(p, ctx, n, grain, body) }, log)
 								log.check(t, err == nil)
 								if err != nil && !errors.Is(err, lp.stop) {
 									t.Errorf("%s = %v, want nil or %v", name, err, lp.stop)

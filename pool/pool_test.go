@@ -33,15 +33,6 @@ func TestMain(m *testing.M) {
 	)
 }
 
-func newTestPool(t *testing.T, opts ...Option) *Pool {
-	t.Helper()
-	p, err := newPool(append(opts, WithoutEnv()), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // Every task runs exactly once: submissions from many goroutines (Submit
 // and SubmitTo, soft and strict), each task spawning two children; Close
 // drains everything.

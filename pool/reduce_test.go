@@ -81,7 +81,7 @@ func TestMapReduceRangesNearMaxInt(t *testing.T) {
 								}
 								var sum int
 								var err error
-								noHang(pc.name+" "+name, log, func() { sum, err = jb.run(p, ctx, n, grain, body) })
+								within(t, hangBound, pc.name+" "+name, func() { sum, err = jb.run(p, ctx, n, grain, body) }, log)
 								log.check(t, err == nil)
 								if err != nil && !errors.Is(err, jb.stop) {
 									t.Errorf("%s = %v, want nil or %v", name, err, jb.stop)

@@ -42,16 +42,16 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 						w.Spawn(func(w *Worker) { tree(w, d-1) })
 					}
 				}
-				stop := watchdog(t, hangBound, "the fan-out and Close")
-				for range roots {
-					if err := p.Submit(context.Background(), func(w *Worker) { tree(w, depth) }); err != nil {
+				within(t, hangBound, "the fan-out and Close", func() {
+					for range roots {
+						if err := p.Submit(context.Background(), func(w *Worker) { tree(w, depth) }); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := p.Close(); err != nil {
 						t.Fatal(err)
 					}
-				}
-				if err := p.Close(); err != nil {
-					t.Fatal(err)
-				}
-				stop()
+				})
 				if ran.Load() != want {
 					t.Fatalf("round %d: %d tasks ran, want %d", round, ran.Load(), want)
 				}
@@ -99,28 +99,28 @@ func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	}
 	slow := split[0] // node 0's block takes a few ms, node 1's no time
 	var offNode atomic.Int64
-	stop := watchdog(t, hangBound, "the loops and Close")
-	for range 5 {
-		err := p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
-			for i := lo; i < hi; i++ {
-				if nodeOf[i] != w.Node() {
-					offNode.Add(1)
+	within(t, hangBound, "the loops and Close", func() {
+		for range 5 {
+			err := p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					if nodeOf[i] != w.Node() {
+						offNode.Add(1)
+					}
 				}
-			}
-			if lo >= slow.Lo && lo < slow.Hi {
-				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
+				if lo >= slow.Lo && lo < slow.Hi {
+					for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
+		}
+		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	stop()
+	})
 	st := p.Stats().Total
 	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
 		st.StealsCrossNode, st.TasksStolenCrossNode, st.CrossNodeSentHome, st.SentHome)
