@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -660,4 +661,115 @@ func TestJoinWaiterCostsNoCPU(t *testing.T) {
 	if extra > 25*time.Millisecond {
 		t.Errorf("a %v wait for a stolen b used %v of CPU beyond the thief's %v, want < 25ms", wall, extra, thief)
 	}
+}
+
+func TestForkComputes(t *testing.T) {
+	for _, spec := range []string{"", "2x2"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, specOpts(spec)...)
+			defer p.Close()
+			rng := rand.New(rand.NewPCG(1, 2))
+			in := make([]int, 20000)
+			for i := range in {
+				in[i] = rng.IntN(1000)
+			}
+			want := slices.Clone(in)
+			slices.Sort(want)
+			within(t, hangBound, "merge sort", func() {
+				got, err := Run(p, func(w *Worker) ([]int, error) { return mergeSort(w, in), nil })
+				if err != nil || !slices.Equal(got, want) {
+					t.Errorf("mergeSort: err %v, sorted correctly %v", err, slices.Equal(got, want))
+				}
+				f, err := Run(p, func(w *Worker) (int, error) { return fibForked(w, 22), nil })
+				if f != fibSeq(22) || err != nil {
+					t.Errorf("fibForked(22) = %d, %v", f, err)
+				}
+			})
+		})
+	}
+}
+
+func TestJoinAndForkPanics(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	type out struct {
+		a   int
+		b   string
+		err error
+	}
+	res := onWorker(t, p, func(w *Worker) out {
+		a, b, err := Fork(w,
+			func(*Worker, int) int { return 5 }, 0,
+			func(*Worker, int) string { panicsWith("half"); return "" }, 0)
+		return out{a, b, err}
+	})
+	var pe *PanicError
+	if !errors.As(res.err, &pe) || pe.Value != "half" || res.a != 5 {
+		t.Errorf("Fork with a panicking half = %d, %v; want 5 and a *PanicError", res.a, res.err)
+	}
+	// Join from outside, through Run.
+	var left, right atomic.Bool
+	join := func(a, b func(*Worker)) error {
+		_, err := Run(p, func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(a, b) })
+		return err
+	}
+	within(t, hangBound, "Join through Run", func() {
+		if err := join(func(*Worker) { left.Store(true) }, func(*Worker) { right.Store(true) }); err != nil {
+			t.Errorf("Join = %v", err)
+		}
+		if !left.Load() || !right.Load() {
+			t.Error("Join did not run both halves")
+		}
+		err := join(func(*Worker) {}, func(*Worker) { panicsWith("right") })
+		if !errors.As(err, &pe) || pe.Value != "right" {
+			t.Errorf("Join with a panic = %v", err)
+		}
+		err = join(func(*Worker) { panicsWith("left") }, func(*Worker) { panicsWith("right") })
+		var pes []*PanicError
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if errors.As(e, &pe) {
+				pes = append(pes, pe)
+			}
+		}
+		if len(pes) != 2 {
+			t.Errorf("Join with both halves panicking = %v, want both panics joined", err)
+		}
+	})
+}
+
+// mergeSort sorts s with Fork, returning a new slice.
+func mergeSort(w *Worker, s []int) []int {
+	if len(s) <= 64 {
+		out := slices.Clone(s)
+		slices.Sort(out)
+		return out
+	}
+	mid := len(s) / 2
+	a, b, err := Fork(w, mergeSort, s[:mid], mergeSort, s[mid:])
+	if err != nil {
+		panic(err)
+	}
+	out := make([]int, 0, len(s))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] <= b[j] {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return append(append(out, a[i:]...), b[j:]...)
+}
+
+func fibForked(w *Worker, n int) int {
+	if n < 12 {
+		return fibSeq(n)
+	}
+	a, b, err := Fork(w, fibForked, n-1, fibForked, n-2)
+	if err != nil {
+		panic(err)
+	}
+	return a + b
 }

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Calls of Go from outside the pool that race Close: a function the pool
@@ -110,5 +113,128 @@ func TestGroupGoRacingClose(t *testing.T) {
 	}
 	if !sawRefused || !sawAccepted {
 		t.Errorf("refusals seen: %v, acceptances seen: %v; the calls never raced Close", sawRefused, sawAccepted)
+	}
+}
+
+// Functions started from outside begin in the order of the Go calls:
+// function #100 starts among the first 100+2*workers, whether the workers
+// run the functions while they are being queued or are held until all
+// 200 are queued.
+func TestGroupStartsInCallOrder(t *testing.T) {
+	const tasks = 200
+	for _, spec := range []string{"", "2x2"} {
+		for _, hold := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/held=%v", specName(spec), hold), func(t *testing.T) {
+				groupStartOrder(t, specOpts(spec), tasks, hold)
+			})
+		}
+	}
+}
+
+func groupStartOrder(t *testing.T, opts []Option, tasks int, hold bool) {
+	p := newTestPool(t, opts...)
+	defer p.Close()
+	workers := p.Workers()
+	// Held: every worker waits until the whole group is queued.
+	release := make(chan struct{})
+	if hold {
+		var held sync.WaitGroup
+		held.Add(workers)
+		for range workers {
+			if err := p.Submit(context.Background(), func(*Worker) { held.Done(); <-release }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		within(t, hangBound, "holding every worker", held.Wait)
+	}
+
+	pos := make([]int, tasks)
+	var seq atomic.Int64
+	g := p.Group(context.Background())
+	for i := range tasks {
+		g.Go(func(*Worker) error {
+			pos[i] = int(seq.Add(1) - 1)
+			spinFor(20 * time.Microsecond)
+			return nil
+		})
+	}
+	close(release)
+	within(t, hangBound, "Group.Wait", func() {
+		if err := g.Wait(); err != nil {
+			t.Errorf("Wait = %v", err)
+		}
+	})
+	far, maxLate := 0, 0
+	for i, at := range pos {
+		if d := at - i; d > 2*workers || d < -2*workers {
+			far++
+		}
+		maxLate = max(maxLate, at-i)
+	}
+	t.Logf("%d workers: function #100 started %dth; %d of %d started more than %d places from their call; latest by %d",
+		workers, pos[100]+1, far, tasks, 2*workers, maxLate)
+	if pos[100] >= 100+2*workers {
+		t.Errorf("function #100 started %dth, want among the first %d", pos[100]+1, 100+2*workers)
+	}
+	if far > tasks/10 {
+		t.Errorf("%d of %d functions started more than %d places from their call", far, tasks, 2*workers)
+	}
+}
+
+// When function #10 fails, the group skips what has not begun; errgroup
+// (with the same limit of concurrency) starts everything. Both counts are
+// logged; numapool's must be small.
+func TestGroupFailureSkipsTheRestVersusErrgroup(t *testing.T) {
+	const tasks, failing = 200, 10
+	const work = 200 * time.Microsecond
+	for _, spec := range []string{"", "2x2"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, specOpts(spec)...)
+			defer p.Close()
+			workers := p.Workers()
+
+			var failed atomic.Bool
+			var started, after atomic.Int64
+			task := func(i int) error {
+				started.Add(1)
+				if failed.Load() {
+					after.Add(1)
+				}
+				spinFor(work)
+				if i == failing {
+					failed.Store(true)
+					return errBody
+				}
+				return nil
+			}
+
+			g := p.Group(context.Background())
+			for i := range tasks {
+				g.Go(func(*Worker) error { return task(i) })
+			}
+			var err error
+			within(t, hangBound, "Group.Wait", func() { err = g.Wait() })
+			if !errors.Is(err, errBody) {
+				t.Errorf("Group.Wait = %v, want errBody", err)
+			}
+			ours, oursStarted := after.Load(), started.Load()
+
+			failed.Store(false)
+			started.Store(0)
+			after.Store(0)
+			eg, _ := errgroup.WithContext(context.Background())
+			eg.SetLimit(workers)
+			for i := range tasks {
+				eg.Go(func() error { return task(i) })
+			}
+			if err := eg.Wait(); !errors.Is(err, errBody) {
+				t.Errorf("errgroup.Wait = %v", err)
+			}
+			t.Logf("%d workers: after function #%d failed, numapool started %d (of %d started), errgroup (limit %d) %d (of %d)",
+				workers, failing, ours, oursStarted, workers, after.Load(), started.Load())
+			if limit := int64(2*workers + 2); ours > limit {
+				t.Errorf("numapool started %d functions after the first error, want at most %d", ours, limit)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -104,4 +105,43 @@ func newTestPool(t *testing.T, opts ...Option) *Pool {
 		t.Fatal(err)
 	}
 	return p
+}
+
+var errBody = errors.New("body failed")
+
+// loopStopSlack is how many loop bodies (of ~5 µs each) may start on the
+// other workers between the moment a body returns its error and the
+// moment the loop records it and stops handing out parts: a couple per
+// worker, and some room for a failing worker that the OS (a loaded
+// machine, the race detector) holds up for tens of microseconds in that
+// window. Without the stop the count is in the thousands.
+func loopStopSlack(p *Pool) int64 { return int64(4*p.Workers() + 8) }
+
+// isDone reports whether ch is closed now, without waiting.
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// panicsWith panics with v from a frame of its own, as a user's function
+// would; it returns int so that it fits where a value is expected.
+//
+//go:noinline
+func panicsWith(v any) int { panic(v) }
+
+// recv returns the next value from ch, or fails the test when none comes
+// within hangBound: what says what hung.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hangBound):
+		t.Fatal(what)
+	}
+	panic("unreachable")
 }

@@ -355,3 +355,35 @@ func panicChildren(which string) {
 	}
 	os.Exit(4)
 }
+
+func TestPanicErrorFormat(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	var err error
+	within(t, hangBound, "Join with a panic", func() {
+		_, err = Run(p, func(w *Worker) (struct{}, error) {
+			return struct{}{}, w.Join(func(*Worker) { panicsWith("format-me") }, func(*Worker) {})
+		})
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Join = %v, want a *PanicError", err)
+	}
+	msg := pe.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "format-me") {
+		t.Errorf("Error() = %q, want one line with the panic value", msg)
+	}
+	if s := fmt.Sprintf("%v", pe); s != msg {
+		t.Errorf("%%v = %q, want Error() %q", s, msg)
+	}
+	if s := fmt.Sprintf("%s", pe); s != msg {
+		t.Errorf("%%s = %q, want Error() %q", s, msg)
+	}
+	full := fmt.Sprintf("%+v", pe)
+	if !strings.HasPrefix(full, msg+"\n") || !strings.Contains(full, "panicsWith") {
+		t.Errorf("%%+v does not show the message and then the stack with the panicking function:\n%s", full)
+	}
+	// Inside a wrapping error %+v of the outer error is one line: fmt does
+	// not pass the flag through %w. Log it for the reader.
+	t.Logf("wrapped: %+v", fmt.Errorf("outer: %w", pe))
+}

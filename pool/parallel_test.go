@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The sizes and grains a loop's index arithmetic must survive: the edges
@@ -250,5 +251,199 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+func TestParallelForErrStopsAtFirstError(t *testing.T) {
+	const n, grain = 100_000, 10 // 10 000 bodies if nothing stopped it
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"real", nil},
+		{"2x1", []Option{WithSpec("2x1")}},
+		{"2x1-cross", []Option{WithSpec("2x1"), WithCrossNodeLoops()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPool(t, tc.opts...)
+			defer p.Close()
+			split := p.Split(n)
+			var started, after atomic.Int64
+			var failed atomic.Bool
+			var err error
+			within(t, hangBound, "a failing ParallelForErr", func() {
+				err = p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
+					if failed.Load() {
+						after.Add(1)
+					}
+					spinFor(5 * time.Microsecond) // a body that costs more than the error's way back
+					if started.Add(1) == 20 {
+						err := fmt.Errorf("piece [%d,%d): %w", lo, hi, errBody)
+						failed.Store(true) // the last thing before the return
+						return err
+					}
+					return nil
+				})
+			})
+			t.Logf("%d bodies started, %d after the error (of %d)", started.Load(), after.Load(), n/grain)
+			if !errors.Is(err, errBody) {
+				t.Errorf("ParallelForErr = %v, want errBody", err)
+			}
+			if limit := loopStopSlack(p); after.Load() > limit {
+				t.Errorf("%d bodies started after the error, want at most %d", after.Load(), limit)
+			}
+			if !slices.Equal(p.Split(n), split) {
+				t.Errorf("Split changed: %v, then %v", split, p.Split(n))
+			}
+		})
+	}
+}
+
+// A loop that succeeds covers every index once, on the node Split gives
+// it (exactly: pieces stay home by default); a panic comes back as *PanicError.
+func TestParallelForErrBlocksAndPanics(t *testing.T) {
+	const n = 50_000
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	nodeOf := make([]int, n)
+	for _, b := range p.Split(n) {
+		for i := b.Lo; i < b.Hi; i++ {
+			nodeOf[i] = b.Node
+		}
+	}
+	seen := make([]atomic.Int32, n)
+	var wrong atomic.Int64
+	within(t, hangBound, "ParallelForErr", func() {
+		err := p.ParallelFor(context.Background(), n, 100, func(w *Worker, lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+				if nodeOf[i] != w.Node() {
+					wrong.Add(1)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("ParallelForErr = %v", err)
+		}
+	})
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Fatalf("index %d ran %d times", i, c)
+		}
+	}
+	if wrong.Load() != 0 {
+		t.Errorf("%d indexes ran off the node Split gave them", wrong.Load())
+	}
+	within(t, hangBound, "a panicking ParallelForErr", func() {
+		err := p.ParallelFor(context.Background(), n, 100, func(_ *Worker, lo, hi int) error {
+			if lo <= n/2 && n/2 < hi {
+				panicsWith("loop")
+			}
+			return nil
+		})
+		var pe *PanicError
+		if !errors.As(err, &pe) || pe.Value != "loop" {
+			t.Errorf("ParallelForErr with a panic = %v", err)
+		}
+	})
+}
+
+func TestParallelForErrCtx(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	const n = 100_000
+	// Cancelled before: no body runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var bodies atomic.Int64
+	within(t, hangBound, "ParallelForErr(cancelled ctx)", func() {
+		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error { bodies.Add(1); return nil })
+		if !errors.Is(err, context.Canceled) || bodies.Load() != 0 {
+			t.Errorf("pre-cancelled: %v, %d bodies; want context.Canceled, 0", err, bodies.Load())
+		}
+	})
+	// Cancelled during.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var started, after atomic.Int64
+	var cancelled atomic.Bool
+	within(t, hangBound, "ParallelForErr cancelled midway", func() {
+		err := p.ParallelFor(ctx, n, 10, func(*Worker, int, int) error {
+			if cancelled.Load() {
+				after.Add(1)
+			}
+			spinFor(5 * time.Microsecond)
+			if started.Add(1) == 50 {
+				cancel()
+				cancelled.Store(true)
+			}
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("ParallelForErr cancelled midway = %v", err)
+		}
+	})
+	t.Logf("%d bodies, %d after cancel", started.Load(), after.Load())
+	if limit := loopStopSlack(p); after.Load() > limit {
+		t.Errorf("%d bodies started after cancel, want at most %d", after.Load(), limit)
+	}
+}
+
+// Worker.ParallelForErr and Worker.ParallelForCtx from a task on a
+// 1-worker pool: the task must run the loop itself.
+func TestWorkerParallelForErrAndCtx(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	type out struct {
+		sum                  int64
+		okErr, failErr, cErr error
+		afterCancel          int64
+	}
+	res := make(chan out, 1)
+	if err := p.Submit(context.Background(), func(w *Worker) {
+		var o out
+		var sum atomic.Int64
+		o.okErr = w.Pool().ParallelFor(context.Background(), 1000, 10, func(_ *Worker, lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				sum.Add(int64(i))
+			}
+			return nil
+		})
+		o.sum = sum.Load()
+		o.failErr = w.Pool().ParallelFor(context.Background(), 1000, 10, func(_ *Worker, lo, _ int) error {
+			if lo == 500 {
+				return errBody
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		var cancelled atomic.Bool
+		var after atomic.Int64
+		o.cErr = w.Pool().ParallelFor(ctx, 1000, 10, func(_ *Worker, lo, _ int) error {
+			if cancelled.Load() {
+				after.Add(1)
+			}
+			if lo == 300 {
+				cancel()
+				cancelled.Store(true)
+			}
+			return nil
+		})
+		cancel()
+		o.afterCancel = after.Load()
+		res <- o
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o := recv(t, res, "Worker.ParallelForErr/Ctx inside a task on a 1-worker pool hung")
+	if o.okErr != nil || o.sum != 999*1000/2 {
+		t.Errorf("Worker.ParallelForErr: %v, sum %d", o.okErr, o.sum)
+	}
+	if !errors.Is(o.failErr, errBody) {
+		t.Errorf("failing Worker.ParallelForErr = %v", o.failErr)
+	}
+	if !errors.Is(o.cErr, context.Canceled) || o.afterCancel != 0 {
+		t.Errorf("Worker.ParallelForCtx cancelled = %v, %d bodies after (one worker: want 0)", o.cErr, o.afterCancel)
 	}
 }

@@ -769,3 +769,27 @@ func TestOutsideBurstSpreadsOverNodes(t *testing.T) {
 		})
 	}
 }
+
+// A nil context is taken as context.Background by every method that
+// takes one (vet flags it, but it must not end the process from a
+// worker).
+func TestNilContextIsBackground(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	var nilCtx context.Context
+	within(t, hangBound, "nil contexts", func() {
+		if err := p.ParallelFor(nilCtx, 100, 1, func(*Worker, int, int) error { return nil }); err != nil {
+			t.Errorf("ParallelForCtx(nil) = %v", err)
+		}
+		if got, err := MapReduce(nilCtx, p, 100, 1, func(_ *Worker, lo, hi int) (int, error) { return hi - lo, nil },
+			func(a, b int) int { return a + b }); got != 100 || err != nil {
+			t.Errorf("MapReduce(nil) = %d, %v", got, err)
+		}
+		if err := p.Submit(nilCtx, func(*Worker) {}); err != nil {
+			t.Errorf("Submit(nil) = %v", err)
+		}
+		if _, err := p.Shutdown(nilCtx); err != nil {
+			t.Errorf("Shutdown(nil) = %v", err)
+		}
+	})
+}

@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // mapRanges is MapReduce with a mapper that hands its range to body and
@@ -123,5 +130,258 @@ func TestPerWorkerGetMisuse(t *testing.T) {
 			}()
 			s.Get(w)
 		}()
+	}
+}
+
+// wideFloats returns n values of magnitudes from 1e-12 to 1e12, of both
+// signs: a sum of them depends on the order of the additions.
+func wideFloats(n int) []float64 {
+	rng := rand.New(rand.NewPCG(7, 11))
+	v := make([]float64, n)
+	for i := range v {
+		x := rng.Float64() * math.Pow(10, float64(rng.IntN(25)-12))
+		if rng.IntN(2) == 0 {
+			x = -x
+		}
+		v[i] = x
+	}
+	return v
+}
+
+func TestMapReduceFloatSumIsDeterministic(t *testing.T) {
+	n, runs := 1_000_000, 20
+	if testing.Short() {
+		n = 200_000
+	}
+	const grain = 4096
+	v := wideFloats(n)
+	sumRange := func(lo, hi int) float64 {
+		s := 0.0
+		for _, x := range v[lo:hi] {
+			s += x
+		}
+		return s
+	}
+	// The reference: a sequential left fold over the same chunks.
+	want := sumRange(0, min(grain, n))
+	for lo := grain; lo < n; lo += grain {
+		want += sumRange(lo, min(lo+grain, n))
+	}
+	if plain := sumRange(0, n); plain == want {
+		t.Logf("the chunked and the plain sum agree (%v): the data does not show order effects", want)
+	} else {
+		t.Logf("chunked %v, plain %v: the order of additions matters for this data", want, plain)
+	}
+
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	mapper := func(_ *Worker, lo, hi int) (float64, error) { return sumRange(lo, hi), nil }
+	add := func(a, b float64) float64 { return a + b }
+	var auto float64
+	within(t, hangBound, "MapReduce runs", func() {
+		for run := range runs {
+			got, err := MapReduce(context.Background(), p, n, grain, mapper, add)
+			if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+				t.Errorf("run %d: %v (%x), %v; want %v (%x), the left fold over the chunks",
+					run, got, math.Float64bits(got), err, want, math.Float64bits(want))
+				return
+			}
+			// grain 0 picks chunks from n and the pool: also the same every run.
+			a, err := MapReduce(context.Background(), p, n, 0, mapper, add)
+			if err != nil || (run > 0 && math.Float64bits(a) != math.Float64bits(auto)) {
+				t.Errorf("run %d, grain 0: %v, %v; earlier runs gave %v", run, a, err, auto)
+				return
+			}
+			auto = a
+		}
+	})
+}
+
+// MapReduce's workers take each node's chunks in order, so a failure
+// early in the range stops the job early: no chunk far past the bad one
+// is mapped. (Split in halves, the second worker started at the middle,
+// chunk 5000, and mapped about a hundred chunks there before the first
+// reached chunk 100. In order, getting that far takes the failing
+// worker being held off its CPU for 100ms.)
+func TestMapReduceStopsEarlyInOrder(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	var beyond atomic.Int64
+	_, err := MapReduce(context.Background(), p, 10_000, 1, func(_ *Worker, lo, _ int) (int, error) {
+		if lo == 100 {
+			return 0, errBody
+		}
+		if lo >= 5000 {
+			beyond.Add(1)
+		}
+		spinFor(20 * time.Microsecond)
+		return 1, nil
+	}, func(a, b int) int { return a + b })
+	if !errors.Is(err, errBody) {
+		t.Fatalf("MapReduce = %v, want the map's error", err)
+	}
+	t.Logf("%d chunks at 5000 or beyond were mapped", beyond.Load())
+	if n := beyond.Load(); n > 0 {
+		t.Errorf("%d chunks at 5000 or beyond were mapped although chunk 100 failed", n)
+	}
+}
+
+func TestMapReduceErrorsAndEdges(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	ctx := context.Background()
+	add := func(a, b int) int { return a + b }
+
+	var calls atomic.Int64
+	count := func(_ *Worker, lo, hi int) (int, error) { calls.Add(1); return hi - lo, nil }
+	for _, n := range []int{0, -5} {
+		if got, err := MapReduce(ctx, p, n, 10, count, add); got != 0 || err != nil || calls.Load() != 0 {
+			t.Errorf("MapReduce n=%d = %d, %v, %d calls; want 0, nil, 0", n, got, err, calls.Load())
+		}
+	}
+	within(t, hangBound, "MapReduce", func() {
+		// n not a multiple of grain: the last chunk is short.
+		if got, err := MapReduce(ctx, p, 1003, 10, count, add); got != 1003 || err != nil || calls.Load() != 101 {
+			t.Errorf("MapReduce(1003, 10) = %d, %v, %d chunks; want 1003, nil, 101", got, err, calls.Load())
+		}
+
+		var started, after atomic.Int64
+		var failed atomic.Bool
+		_, err := MapReduce(ctx, p, 100_000, 10, func(_ *Worker, lo, hi int) (int, error) {
+			if failed.Load() {
+				after.Add(1)
+			}
+			spinFor(5 * time.Microsecond)
+			if started.Add(1) == 20 {
+				failed.Store(true)
+				return 0, errBody
+			}
+			return hi - lo, nil
+		}, add)
+		t.Logf("failing MapReduce: %d maps, %d after the error (of 10000)", started.Load(), after.Load())
+		if !errors.Is(err, errBody) {
+			t.Errorf("failing MapReduce = %v", err)
+		}
+		if limit := loopStopSlack(p); after.Load() > limit {
+			t.Errorf("%d maps started after the error, want at most %d", after.Load(), limit)
+		}
+
+		_, err = MapReduce(ctx, p, 1000, 10, func(_ *Worker, lo, _ int) (int, error) {
+			if lo == 500 {
+				panicsWith("map")
+			}
+			return 1, nil
+		}, add)
+		var pe *PanicError
+		if !errors.As(err, &pe) || pe.Value != "map" {
+			t.Errorf("panicking MapReduce = %v", err)
+		}
+
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := MapReduce(cctx, p, 1000, 10, count, add); !errors.Is(err, context.Canceled) {
+			t.Errorf("MapReduce(cancelled) = %v", err)
+		}
+	})
+
+	// From inside a task on a 1-worker pool (pass w.Pool()): it helps.
+	p1 := newTestPool(t, WithWorkers(1))
+	defer p1.Close()
+	res := make(chan int, 1)
+	if err := p1.Submit(context.Background(), func(w *Worker) {
+		got, _ := MapReduce(ctx, w.Pool(), 1000, 7, count, add)
+		res <- got
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, res, "MapReduce inside a task on a 1-worker pool hung")
+	if got != 1000 {
+		t.Errorf("MapReduce inside a task = %d", got)
+	}
+}
+
+func TestPerWorkerPaddedAndOrdered(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	var inits atomic.Int32
+	s := NewPerWorker(p, func() int64 { inits.Add(1); return 0 })
+	if int(inits.Load()) != p.Workers() {
+		t.Errorf("init called %d times for %d workers", inits.Load(), p.Workers())
+	}
+	// Every value on lines of its own: consecutive values at least a line
+	// apart.
+	var ids []int
+	var addrs []uintptr
+	for id, v := range s.All() {
+		ids = append(ids, id)
+		addrs = append(addrs, uintptr(unsafe.Pointer(v)))
+		if got := s.Get(p.workers[id]); got != v {
+			t.Errorf("All yields %p for worker %d, Get gives %p", v, id, got)
+		}
+	}
+	wantIDs := make([]int, p.Workers())
+	for i := range wantIDs {
+		wantIDs[i] = i
+	}
+	if !slices.Equal(ids, wantIDs) {
+		t.Errorf("All yields IDs %v, want %v", ids, wantIDs)
+	}
+	for i := 1; i < len(addrs); i++ {
+		if d := addrs[i] - addrs[i-1]; d < 64 {
+			t.Errorf("workers %d and %d: values %d bytes apart, want at least 64", i-1, i, d)
+		} else if i == 1 {
+			t.Logf("values %d bytes apart", d)
+		}
+	}
+	n := 0
+	for range s.All() {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Errorf("All went on after yield returned false")
+	}
+
+	// Tasks add to their own worker's value without synchronisation: the
+	// race detector sees no race, and the total is exact.
+	const tasks, loop = 2000, 100_000
+	var wg sync.WaitGroup
+	wg.Add(tasks)
+	for range tasks {
+		if err := p.Submit(context.Background(), func(w *Worker) { *s.Get(w)++; wg.Done() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, hangBound, "tasks", wg.Wait)
+	within(t, hangBound, "ParallelFor", func() {
+		if err := p.ParallelFor(context.Background(), loop, 100, func(w *Worker, lo, hi int) error { *s.Get(w) += int64(hi - lo); return nil }); err != nil {
+			t.Errorf("ParallelFor = %v", err)
+		}
+	})
+	total := int64(0)
+	for _, v := range s.All() {
+		total += *v
+	}
+	if total != tasks+loop {
+		t.Errorf("per-worker total %d, want %d", total, tasks+loop)
+	}
+}
+
+// Every value has a line of the PerWorker's own memory on each side, as
+// padded's comment says ("a cache line of padding on each side"): the
+// last worker's value too, which otherwise may share a line with
+// whatever object the allocator puts after the cells.
+func TestPerWorkerLastValuePaddedAfter(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	s := NewPerWorker[int64](p, nil)
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s.cells)))
+	hi := lo + uintptr(len(s.cells))*unsafe.Sizeof(s.cells[0])
+	for id, v := range s.All() {
+		at := uintptr(unsafe.Pointer(v))
+		if before, after := at-lo, hi-(at+unsafe.Sizeof(*v)); before < 64 || after < 64 {
+			t.Errorf("worker %d's value has %d bytes of the PerWorker's memory before it and %d after; want at least 64 on each side",
+				id, before, after)
+		}
 	}
 }
