@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,6 +236,178 @@ func TestGroupFailureSkipsTheRestVersusErrgroup(t *testing.T) {
 			if limit := int64(2*workers + 2); ours > limit {
 				t.Errorf("numapool started %d functions after the first error, want at most %d", ours, limit)
 			}
+		})
+	}
+}
+
+// Changing a Group's limit while its tasks are active panics, as errgroup
+// does; the pool is not harmed.
+func TestSetLimitWithActiveTasksPanics(t *testing.T) {
+	wantPoolPanic := func(t *testing.T, what string, r any) {
+		t.Helper()
+		if s, ok := r.(string); !ok || !strings.HasPrefix(s, "pool:") {
+			if err, ok := r.(error); !ok || !strings.HasPrefix(err.Error(), "pool:") {
+				t.Errorf("%s with tasks active: recover() = %v; want a panic starting \"pool:\"", what, r)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name         string
+		before, next int // limit before Go (0: none), and the new one
+	}{
+		{"none-to-2", 0, 2},
+		{"3-to-1", 3, 1},
+		{"2-to-none", 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newTestPool(t, WithWorkers(2))
+			g := p.Group(context.Background())
+			if c.before > 0 {
+				g.SetLimit(c.before)
+			}
+			release := make(chan struct{})
+			started := make(chan struct{})
+			var ran atomic.Int32
+			g.Go(func(*Worker) error { close(started); <-release; ran.Add(1); return nil })
+			waitClosed(t, started, hangBound, "the group's task starting")
+			r := recovered(func() { g.SetLimit(c.next) })
+			wantPoolPanic(t, fmt.Sprintf("SetLimit(%d)", c.next), r)
+			close(release)
+			var err error
+			within(t, hangBound, "Group.Wait after SetLimit", func() { err = g.Wait() })
+			if err != nil || ran.Load() != 1 {
+				t.Errorf("Wait = %v with %d of 1 tasks run", err, ran.Load())
+			}
+			// The pool is still whole: every worker takes work, and it closes.
+			var wg sync.WaitGroup
+			for range 100 {
+				wg.Add(1)
+				if err := p.Submit(context.Background(), func(*Worker) { wg.Done() }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			within(t, hangBound, "100 tasks after SetLimit", wg.Wait)
+			within(t, hangBound, "Close after SetLimit", func() { _ = p.Close() })
+		})
+	}
+	// The same inside a task, on a Worker.Group.
+	t.Run("Worker.Group", func(t *testing.T) {
+		p := newTestPool(t, WithWorkers(2))
+		var r any
+		var err error
+		done := make(chan struct{})
+		if e := p.Submit(context.Background(), func(w *Worker) {
+			defer close(done)
+			g := w.Pool().Group(context.Background())
+			release := make(chan struct{})
+			g.Go(func(*Worker) error { <-release; return nil })
+			g.Go(func(*Worker) error { return nil })
+			r = recovered(func() { g.SetLimit(1) })
+			close(release)
+			err = g.Wait()
+		}); e != nil {
+			t.Fatal(e)
+		}
+		waitClosed(t, done, hangBound, "a task's Worker.Group after SetLimit")
+		wantPoolPanic(t, "Worker.Group SetLimit(1)", r)
+		if err != nil {
+			t.Errorf("Wait = %v", err)
+		}
+		within(t, hangBound, "Close after SetLimit", func() { _ = p.Close() })
+	})
+}
+
+// A Worker.Group's tasks call g.Go again; idle workers steal them, so a
+// child calls g.Go on another worker than the one that made the group.
+// Each Go must push to the queue of the worker it is called on (the only
+// goroutine that may push there): every task runs exactly once, Wait
+// returns nil, nothing panics, and each worker's Spawned count is the
+// number of Go calls made by tasks running on it (the push went to its
+// own queue). Without -race a push from the wrong goroutine corrupts the
+// group maker's queue (lost or doubled tasks).
+func TestGroupGoFromStolenChildRunsOnItsWorker(t *testing.T) {
+	depth, reps := 12, 20 // 8191 tasks a tree
+	if testing.Short() {
+		depth, reps = 10, 6
+	}
+	if raceEnabled {
+		reps = max(reps/4, 2)
+	}
+	nTasks := 1<<(depth+1) - 1
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one processor: the maker's worker runs its whole tree before another gets the processor to steal")
+	}
+	for _, spec := range []string{"", "2x2"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			var panicked atomic.Value // the first task panic, reported after each tree
+			p := newTestPool(t, specOpts(spec, WithPanicHandler(func(v any, stack []byte) {
+				panicked.CompareAndSwap(nil, fmt.Sprintf("%v\n%s", v, stack))
+			}))...)
+			goCalls := make([]atomic.Int64, p.Workers()) // by the worker the caller runs on
+			var stolenTasks, foreignGo int64
+			for rep := range reps {
+				runs := make([]atomic.Int32, nTasks)
+				var foreign atomic.Int64
+				var err error
+				done := make(chan struct{})
+				if e := p.Submit(context.Background(), func(w *Worker) {
+					defer close(done)
+					g := w.Pool().Group(context.Background())
+					var node func(d, id int) func(*Worker) error
+					node = func(d, id int) func(*Worker) error {
+						return func(tw *Worker) error {
+							runs[id].Add(1)
+							if d < depth {
+								if tw != w {
+									foreign.Add(2)
+								}
+								goCalls[tw.ID()].Add(2)
+								g.Go(node(d+1, 2*id+1))
+								g.Go(node(d+1, 2*id+2))
+							}
+							return nil
+						}
+					}
+					goCalls[w.ID()].Add(1)
+					g.Go(node(0, 0))
+					err = g.Wait()
+				}); e != nil {
+					t.Fatal(e)
+				}
+				waitClosed(t, done, hangBound, fmt.Sprintf("rep %d: a Worker.Group of %d recursive tasks", rep, nTasks))
+				if v := panicked.Load(); v != nil {
+					t.Errorf("rep %d: a task panicked: %s", rep, v)
+				}
+				if err != nil {
+					t.Fatalf("rep %d: Wait = %v", rep, err)
+				}
+				bad := 0
+				for id := range runs {
+					if n := runs[id].Load(); n != 1 {
+						if bad < 5 {
+							t.Errorf("rep %d: task %d ran %d times", rep, id, n)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Fatalf("rep %d: %d of %d tasks did not run exactly once", rep, bad, nTasks)
+				}
+				foreignGo += foreign.Load()
+			}
+			within(t, hangBound, "Close", func() { _ = p.Close() })
+			st := p.Stats()
+			for _, ws := range st.Workers {
+				stolenTasks += int64(ws.TasksStolenInNode + ws.TasksStolenCrossNode)
+				if got, want := ws.Spawned, uint64(goCalls[ws.Worker].Load()); got != want {
+					t.Errorf("worker %d: Spawned = %d, but tasks running on it called g.Go %d times: Go pushed to another worker's queue",
+						ws.Worker, got, want)
+				}
+			}
+			if foreignGo == 0 {
+				t.Errorf("no g.Go was called from a worker other than the group's maker (%d tasks stolen): the test did not test", stolenTasks)
+			}
+			t.Logf("%d trees of %d tasks: %d tasks stolen, %d Go calls from other workers than the maker", reps, nTasks, stolenTasks, foreignGo)
 		})
 	}
 }

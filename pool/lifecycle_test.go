@@ -834,3 +834,500 @@ func testShutdownGivesUp(t *testing.T, workers int, newCtx func() (context.Conte
 func gaveUpEarly(err error) bool {
 	return errors.Is(err, ErrAbandoned) && strings.Contains(err.Error(), " still running, ")
 }
+
+// closeRacingSubmits is one round: eight goroutines submit (Submit,
+// SubmitTo, TrySubmit) in a loop until they are refused, and once closeAt
+// submissions are accepted, Close runs among them. It returns how many
+// submissions were accepted, how many tasks ran and how many the pool
+// reports abandoned.
+func closeRacingSubmits(t *testing.T, spec string, closeAt int64) (accepted, ran, abandoned int64) {
+	t.Helper()
+	p := newTestPool(t, specOpts(spec)...)
+	nodes := p.Nodes()
+	var ranN, acceptedN atomic.Int64
+	task := func(*Worker) { ranN.Add(1) }
+	const submitters = 8
+	var done sync.WaitGroup
+	closed := make(chan struct{})
+	allDone := make(chan struct{})
+	errs := make(chan error, submitters)
+	for s := range submitters {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for i := s; ; i++ {
+				var err error
+				switch i % 3 {
+				case 0:
+					err = p.Submit(context.Background(), task)
+				case 1:
+					err = p.Node(nodes[i%len(nodes)]).Submit(context.Background(), task)
+				default:
+					err = p.TrySubmit(task)
+				}
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("submitter %d: %w", s, err)
+					return
+				}
+				if acceptedN.Add(1) == closeAt {
+					go func() { _ = p.Close(); close(closed) }()
+				}
+			}
+		}()
+	}
+	go func() { done.Wait(); close(allDone) }()
+	waitClosed(t, closed, hangBound, "Close racing eight submitters")
+	waitClosed(t, allDone, hangBound, "submitters seeing ErrClosed after Close")
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return acceptedN.Load(), ranN.Load(), int64(p.Stats().Abandoned)
+}
+
+// Every submission that Close's racing does not refuse runs (or is
+// counted abandoned): none is accepted into a shard that the workers have
+// already given up on.
+func TestCloseRacingSubmitsLosesNothing(t *testing.T) {
+	rounds := 400
+	if testing.Short() {
+		rounds = 100
+	}
+	for _, spec := range []string{"", "2x2"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			// The rounds are short; a time budget keeps slow machines
+			// (and -race) within a few seconds.
+			budget := time.Now().Add(2500 * time.Millisecond)
+			lostRounds, played := 0, 0
+			var lost, total int64
+			for r := 0; r < rounds && time.Now().Before(budget); r++ {
+				accepted, ran, abandoned := closeRacingSubmits(t, spec, int64(16<<(r%6)))
+				played++
+				total += accepted
+				if ran+abandoned != accepted {
+					if lostRounds < 5 {
+						t.Errorf("round %d: %d submissions accepted, %d ran, %d abandoned: %d lost",
+							r, accepted, ran, abandoned, accepted-ran-abandoned)
+					}
+					lostRounds++
+					lost += accepted - ran - abandoned
+				}
+			}
+			if lostRounds > 0 {
+				t.Errorf("%d of %d rounds lost tasks (%d of %d accepted)", lostRounds, played, lost, total)
+			}
+			t.Logf("%d rounds, %d tasks accepted", played, total)
+		})
+	}
+}
+
+// stuckPool returns a one-worker pool whose worker runs a task that holds
+// it until release is closed, with queued tasks behind it that count
+// their runs in ran.
+func stuckPool(t *testing.T, queued int) (p *Pool, release chan struct{}, ran *atomic.Int64) {
+	t.Helper()
+	p = newTestPool(t, WithWorkers(1))
+	release = make(chan struct{})
+	started := make(chan struct{})
+	ran = new(atomic.Int64)
+	if err := p.Submit(context.Background(), func(*Worker) { close(started); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, started, hangBound, "the long task starting")
+	for range queued {
+		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, release, ran
+}
+
+// releaseAt closes release 20ms after ctx is done: the long task ends
+// after Shutdown has given up on the queued ones. Nothing public tells
+// when Shutdown has given up; should the worker still start a queued task
+// or two first, the tests count what ran rather than expect every queued
+// task abandoned.
+func releaseAt(ctx context.Context, release chan struct{}) {
+	go func() {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond)
+		close(release)
+	}()
+}
+
+type exitResult struct {
+	what string
+	n    int
+	err  error
+}
+
+// A Shutdown that gave up at its deadline leaves the pool stopped:
+// later exits (Close, Shutdown, in any order, concurrently) return and
+// report the same abandoned count.
+func TestCloseAfterTimedOutShutdownReturns(t *testing.T) {
+	const queued = 100
+	// timedOut shuts p down with a deadline the long task outlasts and
+	// returns how many tasks it abandoned.
+	timedOut := func(t *testing.T, p *Pool, release chan struct{}, ran *atomic.Int64) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		releaseAt(ctx, release)
+		var n int
+		var err error
+		within(t, hangBound, "Shutdown with a 20ms deadline", func() { n, err = p.Shutdown(ctx) })
+		if !errors.Is(err, context.DeadlineExceeded) || n+int(ran.Load()) != queued || n == 0 {
+			t.Errorf("Shutdown = %d, %v with %d of %d queued tasks run; want the rest abandoned, DeadlineExceeded",
+				n, err, ran.Load(), queued)
+		}
+		return n
+	}
+	// checkAfter runs the exits concurrently, each several times, and
+	// checks that every one returns, the Shutdowns with the abandoned count.
+	checkAfter := func(t *testing.T, p *Pool, want int, exits map[string]func() (int, error)) {
+		t.Helper()
+		results := make(chan exitResult, 3*len(exits))
+		var wg sync.WaitGroup
+		for what, exit := range exits {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 3 {
+					n, err := exit()
+					results <- exitResult{what, n, err}
+				}
+			}()
+		}
+		within(t, hangBound, "exits after a timed-out Shutdown", wg.Wait)
+		close(results)
+		for r := range results {
+			if r.what != "Close" && r.n != want {
+				t.Errorf("%s after a timed-out Shutdown = %d, %v; want %d abandoned", r.what, r.n, r.err, want)
+			}
+		}
+		if got := int(p.Stats().Abandoned); got != want {
+			t.Errorf("Stats().Abandoned = %d, want %d", got, want)
+		}
+	}
+	closeExit := func(p *Pool) func() (int, error) {
+		return func() (int, error) { return 0, p.Close() }
+	}
+	shutdownExit := func(p *Pool, d time.Duration) func() (int, error) {
+		return func() (int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			return p.Shutdown(ctx)
+		}
+	}
+
+	t.Run("Close", func(t *testing.T) {
+		p, release, ran := stuckPool(t, queued)
+		timedOut(t, p, release, ran)
+		within(t, hangBound, "Close after a timed-out Shutdown", func() { _ = p.Close() })
+	})
+	t.Run("Shutdown-again", func(t *testing.T) {
+		p, release, ran := stuckPool(t, queued)
+		want := timedOut(t, p, release, ran)
+		var n int
+		within(t, hangBound, "Shutdown(Background) after a timed-out Shutdown", func() {
+			n, _ = p.Shutdown(context.Background())
+		})
+		if n != want {
+			t.Errorf("second Shutdown reports %d abandoned, want %d", n, want)
+		}
+	})
+	t.Run("many-concurrently", func(t *testing.T) {
+		p, release, ran := stuckPool(t, queued)
+		want := timedOut(t, p, release, ran)
+		checkAfter(t, p, want, map[string]func() (int, error){
+			"Close":                 closeExit(p),
+			"Shutdown(Background)":  shutdownExit(p, time.Hour),
+			"Shutdown(1ms)":         shutdownExit(p, time.Millisecond),
+			"Shutdown(expired ctx)": shutdownExit(p, 0),
+		})
+	})
+	// Close is already waiting for the drain when a Shutdown gives up:
+	// both return.
+	t.Run("Close-then-timed-out-Shutdown", func(t *testing.T) {
+		p, release, ran := stuckPool(t, queued)
+		closed := make(chan struct{})
+		go func() { _ = p.Close(); close(closed) }()
+		timedOut(t, p, release, ran)
+		waitClosed(t, closed, hangBound, "Close that was waiting when a Shutdown timed out")
+	})
+	// Several Shutdowns time out at once: each returns the same count,
+	// the tasks are dropped once, and a Close after them returns.
+	t.Run("timed-out-Shutdowns-concurrently", func(t *testing.T) {
+		p, release, ran := stuckPool(t, queued)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		releaseAt(ctx, release)
+		results := make(chan exitResult, 4)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := p.Shutdown(ctx)
+				results <- exitResult{"Shutdown", n, err}
+			}()
+		}
+		within(t, hangBound, "four concurrent Shutdowns with a 20ms deadline", wg.Wait)
+		close(results)
+		want := queued - int(ran.Load())
+		for r := range results {
+			if r.n != want || !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("concurrent Shutdown = %d, %v; want %d (of %d queued, %d ran), DeadlineExceeded", r.n, r.err, want, queued, ran.Load())
+			}
+		}
+		within(t, hangBound, "Close after concurrent timed-out Shutdowns", func() { _ = p.Close() })
+		if got := int(p.Stats().Abandoned); got != want {
+			t.Errorf("Stats().Abandoned = %d, want %d (each task dropped once)", got, want)
+		}
+	})
+}
+
+// Waiters for work that a timed-out Shutdown dropped are released with an
+// error saying so: ErrAbandoned, wrapping the deadline.
+func TestTimedOutShutdownReleasesWaiters(t *testing.T) {
+	wantAbandoned := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrAbandoned) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v; want an error wrapping ErrAbandoned and context.DeadlineExceeded", what, err)
+		}
+	}
+	shutdownIn := func(t *testing.T, p *Pool, d time.Duration, release chan struct{}) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		if release != nil {
+			releaseAt(ctx, release)
+		}
+		within(t, hangBound, fmt.Sprintf("Shutdown with a %v deadline", d), func() { _, _ = p.Shutdown(ctx) })
+	}
+
+	t.Run("ParallelFor", func(t *testing.T) {
+		p := newTestPool(t, WithWorkers(2))
+		const n = 1 << 12
+		runs := make([]atomic.Int32, n)
+		release := make(chan struct{})
+		var blocked atomic.Int32
+		allBlocked := make(chan struct{})
+		body := func(w *Worker, lo, hi int) error {
+			select {
+			case <-release:
+			default:
+				if blocked.Add(1) == 2 {
+					close(allBlocked)
+				}
+				<-release
+			}
+			for i := lo; i < hi; i++ {
+				runs[i].Add(1)
+			}
+			return nil
+		}
+		var err error
+		done := make(chan struct{})
+		go func() { err = p.ParallelFor(context.Background(), n, 1, body); close(done) }()
+		waitClosed(t, allBlocked, hangBound, "both workers entering the loop body")
+		shutdownIn(t, p, 20*time.Millisecond, release)
+		waitClosed(t, done, hangBound, "ParallelFor from outside when Shutdown gave up on its pieces")
+		missing := unrun(t, runs)
+		if missing > 0 {
+			wantAbandoned(t, "ParallelFor", err)
+		}
+		if missing == 0 {
+			// The workers finished the loop before they saw that Shutdown
+			// had given up: nothing was dropped.
+			if err != nil {
+				t.Errorf("every index ran, yet ParallelFor = %v", err)
+			}
+			t.Logf("the loop finished before Shutdown gave up: nothing dropped")
+		}
+	})
+
+	t.Run("Pool.Group", func(t *testing.T) {
+		p := newTestPool(t, WithWorkers(1))
+		release := make(chan struct{})
+		started := make(chan struct{})
+		g := p.Group(context.Background())
+		g.Go(func(*Worker) error { close(started); <-release; return nil })
+		const queued = 500
+		var ran atomic.Int32
+		for range queued {
+			g.Go(func(*Worker) error { ran.Add(1); return nil })
+		}
+		waitClosed(t, started, hangBound, "the group's first task starting")
+		var err error
+		done := make(chan struct{})
+		go func() { err = g.Wait(); close(done) }()
+		shutdownIn(t, p, 20*time.Millisecond, release)
+		waitClosed(t, done, hangBound, "Pool.Group.Wait when Shutdown gave up on the group's tasks")
+		abandoned := int(p.Stats().Abandoned)
+		if int(ran.Load())+abandoned != queued {
+			t.Errorf("%d queued group tasks ran, %d abandoned; want %d in all", ran.Load(), abandoned, queued)
+		}
+		if abandoned > 0 {
+			wantAbandoned(t, "Group.Wait", err)
+		} else if err != nil {
+			t.Errorf("every group task ran, yet Wait = %v", err)
+		}
+	})
+
+	// A task waits in Join or Fork while the pool gives up: the call
+	// returns; if b did not run, its error says it was abandoned (and
+	// Fork's b value is zero). join runs a, which blocks until release,
+	// and b, which counts itself and gives 7; it returns b's value.
+	for _, c := range []struct {
+		name string
+		join func(w *Worker, a, b func()) (int, error)
+	}{
+		{"Join", func(w *Worker, a, b func()) (int, error) {
+			rb := 0
+			err := w.Join(func(*Worker) { a() }, func(*Worker) { b(); rb = 7 })
+			return rb, err
+		}},
+		{"Fork", func(w *Worker, a, b func()) (int, error) {
+			_, rb, err := Fork(w, func(*Worker, int) int { a(); return 1 }, 0, func(_ *Worker, x int) int { b(); return x }, 7)
+			return rb, err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newTestPool(t, WithWorkers(2))
+			release := make(chan struct{})
+			inA := make(chan struct{})
+			var bRan atomic.Int32
+			var rb int
+			var joinErr error
+			joined := make(chan struct{})
+			if err := p.Submit(context.Background(), func(w *Worker) {
+				rb, joinErr = c.join(w, func() { close(inA); <-release }, func() { bRan.Add(1) })
+				close(joined)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, inA, hangBound, c.name+"'s a starting")
+			shutdownIn(t, p, 20*time.Millisecond, release)
+			waitClosed(t, joined, hangBound, c.name+" in a task when Shutdown gave up")
+			switch {
+			case bRan.Load() > 1:
+				t.Errorf("%s's b ran %d times", c.name, bRan.Load())
+			case bRan.Load() == 1 && (joinErr != nil || rb != 7):
+				t.Errorf("%s's b ran, yet %s = %d, %v", c.name, c.name, rb, joinErr)
+			case bRan.Load() == 0 && (!errors.Is(joinErr, ErrAbandoned) || rb != 0):
+				t.Errorf("%s's b was dropped, yet %s = %d, %v; want 0 and an error wrapping ErrAbandoned", c.name, c.name, rb, joinErr)
+			}
+		})
+	}
+
+	// A task waits in w.ParallelFor whose other node's block is queued
+	// behind that node's long tasks when the pool gives up: the loop
+	// returns (ErrAbandoned if it did not run every index), and Shutdown
+	// with it.
+	t.Run("Worker.ParallelFor", func(t *testing.T) {
+		p := newTestPool(t, WithSpec("2x1"))
+		nodes := p.Nodes()
+		release := make(chan struct{})
+		busy := make(chan struct{})
+		if err := p.Node(nodes[1]).Strict().Submit(context.Background(), func(*Worker) { close(busy); <-release }); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, busy, hangBound, "node 1's worker taking the long task")
+		const n = 64
+		runs := make([]atomic.Int32, n)
+		var loopErr error
+		looping := make(chan struct{})
+		looped := make(chan struct{})
+		if err := p.Node(nodes[0]).Strict().Submit(context.Background(), func(w *Worker) {
+			close(looping)
+			loopErr = w.Pool().ParallelFor(context.Background(), n, 1, func(_ *Worker, lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					runs[i].Add(1)
+				}
+				return nil
+			})
+			close(looped)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, looping, hangBound, "the looping task starting")
+		shutdownIn(t, p, 20*time.Millisecond, release)
+		waitClosed(t, looped, hangBound, "w.ParallelFor when Shutdown gave up on a block")
+		missing := unrun(t, runs)
+		if missing > 0 && !errors.Is(loopErr, ErrAbandoned) {
+			t.Errorf("w.ParallelFor left %d indexes unrun and returned %v; want an error wrapping ErrAbandoned", missing, loopErr)
+		}
+		if missing == 0 && loopErr != nil {
+			t.Errorf("w.ParallelFor ran every index and returned %v", loopErr)
+		}
+	})
+
+	// Shutdown gives up at its deadline: it returns within the deadline,
+	// plus the longest running task, plus a little to drop the backlog;
+	// dropping does not wait for the backlog to be worked through.
+	t.Run("returns-at-deadline", func(t *testing.T) {
+		p := newTestPool(t, WithSpec("2x2"))
+		const task = 200 * time.Microsecond
+		// Enough queued tasks that working through them, or dropping
+		// them one at a time, would show.
+		backlog := 1_000_000
+		if raceEnabled {
+			backlog = 200_000
+		}
+		if testing.Short() {
+			backlog /= 4
+		}
+		var ran atomic.Int64
+		for range backlog {
+			if err := p.Submit(context.Background(), func(*Worker) { spinFor(task); ran.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// On a quiet machine Shutdown returns about 1 ms after the deadline;
+		// the slack is for a shared 2-CPU machine, where another process
+		// can hold a worker's thread off its CPU for tens of milliseconds.
+		// Working through the backlog instead would take minutes.
+		const deadline = 100 * time.Millisecond
+		slack := 50 * time.Millisecond
+		if raceEnabled {
+			slack = 100 * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		start := time.Now()
+		var n int
+		var err error
+		within(t, hangBound, "Shutdown with a 100ms deadline and a large backlog", func() { n, err = p.Shutdown(ctx) })
+		took := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %d, %v; want DeadlineExceeded", n, err)
+		}
+		if got := int64(n) + ran.Load(); got != int64(backlog) {
+			t.Errorf("%d abandoned + %d ran = %d; want %d", n, ran.Load(), got, backlog)
+		}
+		if took > deadline+task+slack {
+			t.Errorf("Shutdown with a %v deadline took %v (tasks take %v; %d abandoned)", deadline, took, task, n)
+		}
+		t.Logf("Shutdown took %v, %d of %d abandoned", took, n, backlog)
+	})
+}
+
+// unrun returns how many indexes never ran, and fails the test at one
+// that ran more than once.
+func unrun(t *testing.T, runs []atomic.Int32) (missing int) {
+	t.Helper()
+	for i := range runs {
+		switch runs[i].Load() {
+		case 0:
+			missing++
+		case 1:
+		default:
+			t.Fatalf("index %d ran %d times", i, runs[i].Load())
+		}
+	}
+	return missing
+}

@@ -793,3 +793,48 @@ func TestNilContextIsBackground(t *testing.T) {
 		}
 	})
 }
+
+// dropPools starts n pools, runs a task on each and drops them without
+// Close. Nothing of them stays reachable from the caller.
+//
+//go:noinline
+func dropPools(t *testing.T, n int) {
+	for range n {
+		p, err := New(WithWorkers(2), WithoutEnv())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		if err := p.Submit(context.Background(), func(*Worker) { close(done) }); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, done, hangBound, "a task on a fresh pool")
+	}
+}
+
+// A pool that becomes unreachable without Close ends its workers once
+// collected: their goroutines and locked OS threads do not pile up.
+func TestDroppedPoolReleasesThreads(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 50
+	}
+	runtime.GC()
+	baseG := runtime.NumGoroutine()
+	baseT := threads()
+	dropPools(t, n)
+	// The runtime may keep a few idle threads of its own (about one per P).
+	slack := runtime.GOMAXPROCS(0) + 6
+	ok := eventually(5*time.Second, func() bool {
+		return runtime.NumGoroutine() <= baseG+slack && (baseT < 0 || threads() <= baseT+slack)
+	})
+	if !ok {
+		g, th := runtime.NumGoroutine(), threads()
+		if baseT < 0 {
+			t.Errorf("%d pools dropped without Close: %d goroutines before, %d after collection", n, baseG, g)
+		} else {
+			t.Errorf("%d pools dropped without Close: goroutines %d before, %d after collection; OS threads %d before, %d after",
+				n, baseG, g, baseT, th)
+		}
+	}
+}
