@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -772,4 +773,240 @@ func fibForked(w *Worker, n int) int {
 		panic(err)
 	}
 	return a + b
+}
+
+// Nested Joins reuse their records while thieves run the b sides: a side
+// waits (Group.Wait, a loop) so that its worker runs other tasks, whose
+// Joins take records of their own while the outer b runs elsewhere; some
+// sides panic. Every a and b runs exactly once, and each Join returns
+// exactly the panics of its own two sides: a thief with a stale record,
+// or a record reused before its b finished, would run a b twice, skip
+// one, or hand a Join another's outcome.
+func joinNestedPanics(t *testing.T) {
+	for _, spec := range []string{"1w", "", "2x2", "4x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, reuseOpts(spec)...)
+			defer p.Close()
+			const n = 1 << 13
+			var runs [n]atomic.Int32
+			var next atomic.Int64
+			var pr problems
+			var join func(w *Worker, depth int)
+			side := func(id int, depth int, panics bool) func(*Worker) {
+				return func(w *Worker) {
+					if got := runs[id].Add(1); got != 1 {
+						pr.add("side %d ran %d times", id, got)
+					}
+					if depth > 0 {
+						switch id % 3 {
+						case 0:
+							join(w, depth-1)
+						case 1: // wait inside a: the worker helps with other Joins
+							g := w.Pool().Group(context.Background())
+							for range 2 {
+								g.Go(func(w *Worker) error { join(w, depth-1); return nil })
+							}
+							if err := g.Wait(); err != nil {
+								pr.add("group: %v", err)
+							}
+						case 2:
+							if err := w.Pool().ParallelFor(context.Background(), 2, 1, func(w *Worker, _, _ int) error { join(w, depth-1); return nil }); err != nil {
+								pr.add("loop: %v", err)
+							}
+						}
+					} else {
+						spinFor(time.Duration(id%4) * time.Microsecond)
+					}
+					if panics {
+						panic(id)
+					}
+				}
+			}
+			join = func(w *Worker, depth int) {
+				a, b := int(next.Add(2)-2), 0
+				b = a + 1
+				if b >= n {
+					return
+				}
+				pa, pb := a%7 == 3, b%5 == 2
+				err := w.Join(side(a, depth, pa), side(b, depth, pb))
+				got := panicValues(err)
+				var want []any
+				if pa {
+					want = append(want, a)
+				}
+				if pb {
+					want = append(want, b)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					pr.add("Join(%d, %d) = %v: panics %v, want %v", a, b, err, got, want)
+				}
+			}
+			rounds := 0
+			within(t, hangBound, "Joins", func() {
+				for next.Load() < n-64 {
+					rounds++
+					if err := p.ParallelFor(context.Background(), 4, 1, func(w *Worker, _, _ int) error { join(w, 5); return nil }); err != nil {
+						pr.add("outer loop: %v", err)
+					}
+				}
+			})
+			pr.report(t)
+			used := int(min(next.Load(), n))
+			for id := range used &^ 1 {
+				if got := runs[id].Load(); got != 1 {
+					t.Fatalf("side %d ran %d times (of %d sides in %d rounds)", id, got, used, rounds)
+				}
+			}
+			st := p.Stats()
+			t.Logf("%d sides in %d rounds; steals in node %d, cross node %d, panicked %d",
+				used, rounds, st.Total.StealsInNode, st.Total.StealsCrossNode, st.Total.Panicked)
+		})
+	}
+}
+
+// A plain task's panic, with no panic handler, must end the process, as
+// an unrecovered panic in a goroutine does. The test runs that in a child
+// process and expects it to die of the panic.
+//
+// It once did not: a worker waiting inside a task (runUntil) runs other
+// tasks nested on its stack, so a panic raised again from Worker.call
+// unwound through runUntil and every frame under it up to the nearest
+// catch, which turned it into a *PanicError of an unrelated task; the
+// process lived on. Here that frame is Worker.Join waiting for its b,
+// which a thief is still running: Join's deferred joinDone put its
+// joinTask back on the worker's list while the thief held it, the
+// worker's next Join offered the same record, the thief's late
+// done.Store(true) landed on it, and that Join returned before its own b
+// had run. taskPanicked now reports the panic and exits instead of
+// panicking through the caller's frames, and Join gives its record back
+// only once b is done.
+func joinUnwoundByPlainPanic(t *testing.T) {
+	if os.Getenv(nestedPanicEnv) == "1" {
+		nestedPlainPanicChild()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestJoinAdversarial$/^UnwoundByPlainPanic$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), nestedPanicEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("child process hung:\n%s", out)
+	}
+	if err != nil && strings.Contains(string(out), "panic: "+nestedPanicValue) {
+		return // the process died of the plain task's panic, as documented
+	}
+	var saw []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "child: ") || strings.Contains(line, "DATA RACE") {
+			saw = append(saw, line)
+		}
+	}
+	t.Errorf("a plain task that panicked with no handler, run by a worker helping inside a Join, did not end the process (child: %v):\n%s",
+		err, strings.Join(saw, "\n"))
+}
+
+// TestJoinAdversarial runs the adversarial cases of Join, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestJoinAdversarial(t *testing.T) {
+	t.Run("NestedPanics", joinNestedPanics)
+	t.Run("UnwoundByPlainPanic", joinUnwoundByPlainPanic)
+}
+
+// panicValues lists the values of the *PanicErrors in err, which may be
+// a join of errors.
+func panicValues(err error) []any {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := err.(*PanicError); ok {
+		return []any{pe.Value}
+	}
+	var out []any
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, panicValues(e)...)
+		}
+	}
+	return out
+}
+
+// nestedPanicEnv selects the child process of
+// joinUnwoundByPlainPanic.
+const nestedPanicEnv = "NUMAPOOL_TEST_NESTED_PLAIN_PANIC"
+
+// nestedPanicValue is what the plain task panics with.
+const nestedPanicValue = "numapool-nested-plain-task-panic"
+
+// nestedPlainPanicChild is the child process's scenario, on a pool of two
+// workers W1 and W2 with no panic handler. It prints what it saw; every
+// wait is bounded.
+func nestedPlainPanicChild() {
+	p, err := newPool([]Option{WithWorkers(2), WithoutEnv()}, func(string) (string, bool) { return "", false })
+	if err != nil {
+		fmt.Println("child: New:", err)
+		return
+	}
+	defer p.Close()
+	say := func(format string, args ...any) { fmt.Printf("child: "+format+"\n", args...) }
+	waitFor := func(what string, cond func() bool) bool {
+		for deadline := time.Now().Add(2 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				say("gave up waiting for %s", what)
+				return false
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		return true
+	}
+	var bStarted, bDone, b2Started, b2Done atomic.Bool
+	releaseB, releaseB2 := make(chan struct{}), make(chan struct{})
+	block := func(ch chan struct{}) {
+		select {
+		case <-ch:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	finished := make(chan struct{})
+	err = p.Submit(context.Background(), func(w *Worker) {
+		defer close(finished)
+		// Join 1, on W1: W2 steals b and blocks in it; a spawns the
+		// panicking plain task into W1's LIFO slot, which W1 runs while
+		// it helps, waiting for b.
+		_, err1 := Run(w, func(w *Worker) (int, error) {
+			return 0, w.Join(func(w *Worker) {
+				if waitFor("b to be stolen", bStarted.Load) {
+					w.Spawn(func(*Worker) { panic(nestedPanicValue) })
+				}
+			}, func(*Worker) {
+				bStarted.Store(true)
+				block(releaseB)
+				bDone.Store(true)
+			})
+		})
+		say("the process lives on; Join 1 returned %v while its b was still running: %v", err1, !bDone.Load())
+		// Join 2 on W1 reuses the record: W2 finishes the old b (marking
+		// the record done), then steals b2 and blocks in it.
+		err2 := w.Join(func(w *Worker) {
+			close(releaseB)
+			waitFor("the old b to end", bDone.Load)
+			waitFor("b2 to be stolen", b2Started.Load)
+		}, func(*Worker) {
+			b2Started.Store(true)
+			block(releaseB2)
+			b2Done.Store(true)
+		})
+		say("Join 2 returned %v before its b had run to the end: %v", err2, !b2Done.Load())
+		close(releaseB2)
+	})
+	if err != nil {
+		say("Submit: %v", err)
+		return
+	}
+	select {
+	case <-finished:
+	case <-time.After(4 * time.Second):
+		say("the root task did not finish")
+	}
 }

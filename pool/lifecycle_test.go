@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/queue"
 	"go.uber.org/goleak"
 )
 
@@ -1330,4 +1332,752 @@ func unrun(t *testing.T, runs []atomic.Int32) (missing int) {
 		}
 	}
 	return missing
+}
+
+// After an abort, a worker waiting inside a task (runUntil) runs nothing
+// but must still complete what it waits for: here that sits in a busy
+// worker's LIFO slot, and that worker's task waits for the waiter. The
+// waiter drops it from there, so both tasks and Shutdown return (a 3 s
+// timeout inside T1 bounds the test if they do not).
+func lifecycleAbortWaiterTakesFromBusyWorkers(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		name := "running"
+		if abort {
+			name = "aborting"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := newTestPool(t, WithWorkers(2))
+			var fut atomic.Pointer[Future[int]]
+			startWait := make(chan struct{})
+			t2done := make(chan struct{})
+			t2entered := make(chan struct{})
+			var t2err error
+			var t1TimedOut atomic.Bool
+			// T2 occupies one worker until told to wait for F.
+			if err := p.Submit(context.Background(), func(w *Worker) {
+				close(t2entered)
+				<-startWait
+				_, t2err = fut.Load().Wait()
+				close(t2done)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			<-t2entered
+			t1started := make(chan struct{})
+			if err := p.Submit(context.Background(), func(w *Worker) {
+				// F goes to this worker's LIFO slot.
+				fut.Store(Async(w, func(*Worker) (int, error) { return 1, nil }))
+				close(t1started)
+				if abort {
+					// wait for the pool to abort (Shutdown below)
+					for p.state.Load() != aborting {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				close(startWait)
+				select {
+				case <-t2done:
+				case <-time.After(3 * time.Second):
+					t1TimedOut.Store(true)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			<-t1started
+			var shutErr error
+			shutDone := make(chan struct{})
+			go func() {
+				if abort {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+					defer cancel()
+					_, shutErr = p.Shutdown(ctx)
+				} else {
+					shutErr = p.Close()
+				}
+				close(shutDone)
+			}()
+			select {
+			case <-shutDone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("exit hung")
+			}
+			t.Logf("T1 timed out waiting for T2 (a permanent hang without the bound): %v; T2's Wait: %v; exit: %v; abandoned %d",
+				t1TimedOut.Load(), t2err, shutErr, p.Stats().Abandoned)
+			if t1TimedOut.Load() {
+				t.Errorf("hang: T2's Future.Wait (inside a task, pool aborting) neither ran nor dropped F while F sat in busy worker's LIFO slot")
+			}
+		})
+	}
+}
+
+// Waiting on one pool's Group/Future/loop from inside tasks of another
+// pool, while the first pool closes or aborts: every waiter returns.
+func lifecycleCrossPoolWaitersDuringExit(t *testing.T) {
+	for iter := range 30 {
+		a := newTestPool(t, WithSpec("2x1"))
+		b := newTestPool(t, WithWorkers(2))
+		var ran, accepted atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for c := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					fin := make(chan struct{})
+					err := b.Submit(context.Background(), func(w *Worker) {
+						defer close(fin)
+						switch (c + i) % 4 {
+						case 0:
+							g := a.Group(context.Background())
+							for range 4 {
+								g.Go(func(w *Worker) error {
+									w.Spawn(func(*Worker) { ran.Add(1) })
+									return nil
+								})
+							}
+							_ = g.Wait()
+						case 1:
+							f := Async(a, func(w *Worker) (int, error) { spinFor(10 * time.Microsecond); return 1, nil })
+							_, _ = f.Wait()
+						case 2:
+							_ = a.ParallelFor(context.Background(), 1000, 10, func(*Worker, int, int) error { return nil })
+						case 3:
+							_, _ = MapReduce(context.Background(), a, 1000, 10, func(w *Worker, lo, hi int) (int, error) { return hi - lo, nil }, func(x, y int) int { return x + y })
+						}
+					})
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					select {
+					case <-fin:
+					case <-time.After(5 * time.Second):
+						t.Errorf("iter %d: a waiter in pool b waiting on pool a hung", iter)
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(iter%5) * time.Millisecond)
+		if iter%2 == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(iter%3)*100*time.Microsecond)
+			within(t, 5*time.Second, "a.Shutdown", func() { a.Shutdown(ctx) })
+			cancel()
+		} else {
+			within(t, 5*time.Second, "a.Close", func() { a.Close() })
+		}
+		close(stop)
+		wg.Wait()
+		within(t, 5*time.Second, "b.Close", func() { b.Close() })
+	}
+}
+
+// Submit blocked on a full bounded shard while Close runs from
+// inside a task, then from outside; TrySubmit/SubmitCtx racing.
+func lifecycleBoundedCloseFromInside(t *testing.T) {
+	for iter := range 50 {
+		p := newTestPool(t, WithSpec("2x1"), WithShardBound(2))
+		var accepted, ran atomic.Int64
+		release := make(chan struct{})
+		// occupy both workers
+		for range 2 {
+			accepted.Add(1)
+			p.Submit(context.Background(), func(*Worker) { ran.Add(1); <-release })
+		}
+		var wg sync.WaitGroup
+		for c := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					var err error
+					fn := func(*Worker) { ran.Add(1) }
+					switch c % 3 {
+					case 0:
+						err = p.Submit(context.Background(), fn)
+					case 1:
+						err = p.TrySubmit(fn)
+						if errors.Is(err, ErrFull) {
+							runtime.Gosched()
+							continue
+						}
+					case 2:
+						ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+						err = p.Submit(ctx, fn)
+						cancel()
+						if errors.Is(err, context.DeadlineExceeded) {
+							continue
+						}
+					}
+					if err != nil {
+						if !errors.Is(err, ErrClosed) {
+							t.Errorf("submit: %v", err)
+						}
+						return
+					}
+					accepted.Add(1)
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		close(release)
+		if err := p.Node(p.Nodes()[iter%2]).Strict().Submit(context.Background(), func(w *Worker) { ran.Add(1); _ = w.Pool().Close() }); err == nil {
+			accepted.Add(1)
+		}
+		within(t, 5*time.Second, "outside Close", func() { p.Close() })
+		within(t, 5*time.Second, "submitters", func() { wg.Wait() })
+		if ran.Load()+int64(p.Stats().Abandoned) != accepted.Load() {
+			t.Fatalf("iter %d: accepted %d, ran %d, abandoned %d", iter, accepted.Load(), ran.Load(), p.Stats().Abandoned)
+		}
+	}
+}
+
+// Exact accounting of plain tasks, Futures and Join halves while
+// several Shutdowns with tiny deadlines and Closes race the drain.
+func lifecycleShutdownRacesDrainAccounting(t *testing.T) {
+	specs := []string{"", "2x2", "4x1", "2x1"}
+	for iter := range 60 {
+		spec := specs[iter%len(specs)]
+		rng := rand.New(rand.NewPCG(uint64(iter), 7))
+		opts := specOpts(spec)
+		if iter%3 == 0 {
+			opts = append(opts, WithShardBound(1+rng.IntN(8)))
+		}
+		if iter%5 == 0 {
+			opts = append(opts, WithPanicHandler(func(any, []byte) {}))
+		}
+		p := newTestPool(t, opts...)
+		var plainAcc, plainRan atomic.Int64
+		var futRan, futAband, futOther atomic.Int64
+		var joinBRan, joinBAband atomic.Int64
+		var dblRun atomic.Int64
+		var futMu sync.Mutex
+		var futs []*Future[int]
+		nodes := p.Nodes()
+		var leaf func(depth int) func(*Worker)
+		leaf = func(depth int) func(*Worker) {
+			var once atomic.Bool
+			return func(w *Worker) {
+				if once.Swap(true) {
+					dblRun.Add(1)
+				}
+				plainRan.Add(1)
+				if depth > 0 {
+					for range 2 {
+						plainAcc.Add(1)
+						w.Spawn(leaf(depth - 1))
+					}
+					if depth%2 == 0 {
+						var bOnce atomic.Bool
+						err := w.Join(func(*Worker) { spinFor(time.Microsecond) }, func(*Worker) {
+							if bOnce.Swap(true) {
+								dblRun.Add(1)
+							}
+							joinBRan.Add(1)
+						})
+						if errors.Is(err, ErrAbandoned) {
+							joinBAband.Add(1)
+						}
+					}
+					if depth == 3 {
+						f := Async(w, func(*Worker) (int, error) { futRan.Add(1); return 1, nil })
+						if _, err := f.Wait(); errors.Is(err, ErrAbandoned) {
+							futAband.Add(1)
+						} else if err != nil {
+							futOther.Add(1)
+						}
+					}
+				}
+				if iter%5 == 0 && depth == 1 && rng2(depth) {
+					panic("x")
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for c := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					var err error
+					fn := leaf(i % 6)
+					switch (c + i) % 4 {
+					case 0:
+						err = p.Submit(context.Background(), fn)
+					case 1:
+						err = p.Node(nodes[i%len(nodes)]).Strict().Submit(context.Background(), fn)
+					case 2:
+						err = p.TrySubmit(fn)
+						if errors.Is(err, ErrFull) {
+							continue
+						}
+					case 3:
+						f := Async(p, func(w *Worker) (int, error) { futRan.Add(1); return 0, nil })
+						futMu.Lock()
+						futs = append(futs, f)
+						futMu.Unlock()
+						if f.isDone() && errors.Is(f.err, ErrClosed) {
+							return
+						}
+						continue
+					}
+					if err != nil {
+						return
+					}
+					plainAcc.Add(1)
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+		var exits sync.WaitGroup
+		var ns [4]int
+		var errs [4]error
+		for e := range 4 {
+			exits.Add(1)
+			go func() {
+				defer exits.Done()
+				if e == 3 {
+					errs[e] = p.Close()
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng2i(e, iter))*50*time.Microsecond)
+				defer cancel()
+				ns[e], errs[e] = p.Shutdown(ctx)
+			}()
+		}
+		within(t, 10*time.Second, "exits", func() { exits.Wait() })
+		close(stop)
+		within(t, 10*time.Second, "clients", func() { wg.Wait() })
+		st := p.Stats()
+		// Futures from Async(p): they count in abandoned too.
+		within(t, 5*time.Second, "outside futures", func() {
+			for _, f := range futs {
+				_, err := f.Wait()
+				if errors.Is(err, ErrAbandoned) {
+					futAband.Add(1)
+				} else if err != nil && !errors.Is(err, ErrClosed) {
+					futOther.Add(1)
+				}
+			}
+		})
+		abandoned := int64(st.Abandoned)
+		lost := plainAcc.Load() - plainRan.Load()
+		other := futAband.Load() + joinBAband.Load()
+		if dblRun.Load() != 0 {
+			t.Fatalf("iter %d: %d double runs", iter, dblRun.Load())
+		}
+		if lost+other != abandoned {
+			t.Errorf("iter %d (%s): plain accepted %d ran %d (not run %d); futures aband %d, joinB aband %d; Stats.Abandoned %d; exits %v %v",
+				iter, specName(spec), plainAcc.Load(), plainRan.Load(), lost, futAband.Load(), joinBAband.Load(), abandoned, ns, errs)
+		}
+		for e := range 3 {
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(abandoned) || ns[e] != int(abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned n=%d, %v; Stats.Abandoned=%d", iter, e, ns[e], errs[e], abandoned)
+			}
+		}
+		if futOther.Load() != 0 {
+			t.Errorf("iter %d: %d futures with unexpected errors", iter, futOther.Load())
+		}
+	}
+}
+
+// ParallelForErr, MapReduce and groups with limits, from outside and
+// inside, failing while Shutdown aborts: every waiter returns.
+func lifecycleLoopsFailingDuringAbort(t *testing.T) {
+	specs := []string{"", "2x2", "4x1"}
+	for iter := range 40 {
+		spec := specs[iter%len(specs)]
+		opts := specOpts(spec)
+		if iter%2 != 0 {
+			opts = append(opts, WithCrossNodeLoops())
+		}
+		p := newTestPool(t, opts...)
+		var wg sync.WaitGroup
+		errc := make(chan string, 1000)
+		boom := errors.New("boom")
+		for c := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					fail := (c+i)%3 == 0
+					body := func(w *Worker, lo, hi int) error {
+						spinFor(5 * time.Microsecond)
+						if fail && lo > 500 {
+							return boom
+						}
+						return nil
+					}
+					var err error
+					switch (c + i) % 4 {
+					case 0:
+						err = p.ParallelFor(context.Background(), 2000, 7, body)
+					case 1:
+						_, err = MapReduce(context.Background(), p, 2000, 7, func(w *Worker, lo, hi int) (int, error) {
+							return hi - lo, body(w, lo, hi)
+						}, func(a, b int) int { return a + b })
+					case 2:
+						_, err = Run(p, func(w *Worker) (int, error) {
+							return 0, w.Pool().ParallelFor(context.Background(), 2000, 7, body)
+						})
+					case 3:
+						_, err = Run(p, func(w *Worker) (int, error) {
+							g := w.Pool().Group(context.Background())
+							g.SetLimit(2)
+							for k := range 20 {
+								g.Go(func(w *Worker) error { return body(w, k*100, k*100+100) })
+							}
+							return 0, g.Wait()
+						})
+					}
+					if err != nil && !errors.Is(err, boom) && !errors.Is(err, ErrAbandoned) && !errors.Is(err, ErrClosed) {
+						select {
+						case errc <- fmt.Sprintf("op %d: %v", (c+i)%4, err):
+						default:
+						}
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(iter%4) * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(iter%3)*time.Millisecond)
+		within(t, 10*time.Second, "Shutdown", func() { p.Shutdown(ctx) })
+		cancel()
+		within(t, 10*time.Second, "loop callers", func() { wg.Wait() })
+		close(errc)
+		for e := range errc {
+			t.Errorf("iter %d: %s", iter, e)
+		}
+	}
+}
+
+// Huge Spawn backlogs (far beyond backlog) with outside submissions of
+// every plain kind, while Shutdowns with tiny deadlines and a Close race:
+// every accepted task runs at most once, and the ones that did not run
+// are exactly the abandoned count.
+func lifecycleBacklogAbortAccounting(t *testing.T) {
+	t.Logf("queue.Capacity=%d backlog=%d", queue.Capacity, backlog)
+	iters := 24
+	for iter := range iters {
+		spec := backlogSpecs[iter%len(backlogSpecs)]
+		rng := rand.New(rand.NewPCG(uint64(iter), 99))
+		opts := specOpts(spec)
+		if iter%3 != 0 {
+			opts = append(opts, WithShardBound(1+rng.IntN(8)))
+		}
+		if (iter/4)%3 == 1 {
+			opts = append(opts, WithBinding(pin.Goroutines)) // each spec twice
+		}
+		var panics atomic.Int64
+		var panicky func() bool
+		if iter%4 == 1 {
+			opts = append(opts, WithPanicHandler(func(any, []byte) { panics.Add(1) }))
+			var k atomic.Int64
+			panicky = func() bool { return k.Add(1)%997 == 0 }
+		}
+		p := newTestPool(t, opts...)
+		l := newLedger(1 << 17)
+		fanout := 3*backlog + rng.IntN(backlog)
+		nodes := p.Nodes()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					if i%16 == 15 {
+						time.Sleep(50 * time.Microsecond)
+					}
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := l.id()
+					if id < 0 {
+						return
+					}
+					depth := (i + c) % 3
+					fn := ledgerTree(l, id, depth, fanout, panicky)
+					err := submitPlain(p, (c+i)%5, nodes[i%len(nodes)], fn)
+					if err == nil {
+						l.accepted[id].Store(true)
+						continue
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+				}
+			}()
+		}
+		pause := time.Duration(1000+rng.IntN(15000)) * time.Microsecond
+		if iter%2 == 1 {
+			pause *= 4
+		}
+		time.Sleep(pause)
+		var exits sync.WaitGroup
+		var ns [4]int
+		var errs [4]error
+		for e := range 4 {
+			exits.Add(1)
+			d := time.Duration(rng.IntN(6)) * 100 * time.Microsecond
+			go func() {
+				defer exits.Done()
+				if e == 3 {
+					errs[e] = p.Close()
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				ns[e], errs[e] = p.Shutdown(ctx)
+			}()
+		}
+		within(t, 10*time.Second, "exits", func() { exits.Wait() })
+		close(stop)
+		within(t, 10*time.Second, "clients", func() { wg.Wait() })
+		abandoned := int64(p.Stats().Abandoned)
+		acc, ran, notRun, stray := l.tally()
+		if l.dbl.Load() != 0 {
+			t.Fatalf("iter %d (%s): %d double runs, ids %v", iter, specName(spec), l.dbl.Load(), l.dblIDs)
+		}
+		if stray != 0 {
+			t.Errorf("iter %d: %d tasks ran whose submission failed", iter, stray)
+		}
+		if notRun != abandoned {
+			t.Errorf("iter %d (%s): accepted %d ran %d not run %d, but abandoned %d; exits %v %v",
+				iter, specName(spec), acc, ran, notRun, abandoned, ns, errs)
+		}
+		for e := range 3 {
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(abandoned) || ns[e] != int(abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned %d, %v; Stats %d", iter, e, ns[e], errs[e], abandoned)
+			}
+		}
+		if testing.Verbose() && iter%6 == 0 {
+			t.Logf("iter %d (%s): accepted %d ran %d abandoned %d panics %d", iter, specName(spec), acc, ran, abandoned, panics.Load())
+		}
+	}
+}
+
+// The same backlogs drained by Close alone: every accepted task runs
+// exactly once and nothing is abandoned. Bounded records and function
+// items interleave in one shard.
+func lifecycleBacklogDrain(t *testing.T) {
+	for iter := range 16 {
+		spec := backlogSpecs[iter%len(backlogSpecs)]
+		opts := specOpts(spec, WithShardBound(1+iter%8))
+		if (iter/4)%2 == 1 {
+			opts = append(opts, WithBinding(pin.Goroutines))
+		}
+		p := newTestPool(t, opts...)
+		l := newLedger(1 << 17)
+		fanout := 2*backlog + 7
+		nodes := p.Nodes()
+		var wg sync.WaitGroup
+		for c := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 60 {
+					id := l.id()
+					if id < 0 {
+						return
+					}
+					fn := ledgerTree(l, id, (i+c)%3, fanout, nil)
+					err := submitPlain(p, (c+i)%4, nodes[i%len(nodes)], fn)
+					if err == nil {
+						l.accepted[id].Store(true)
+					}
+				}
+			}()
+		}
+		within(t, 10*time.Second, "clients", func() { wg.Wait() })
+		within(t, 10*time.Second, "Close", func() {
+			if err := p.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		acc, ran, notRun, stray := l.tally()
+		if l.dbl.Load() != 0 || notRun != 0 || stray != 0 || p.Stats().Abandoned != 0 {
+			t.Fatalf("iter %d (%s): accepted %d ran %d notRun %d stray %d double %d (%v) abandoned %d",
+				iter, specName(spec), acc, ran, notRun, stray, l.dbl.Load(), l.dblIDs, p.Stats().Abandoned)
+		}
+	}
+}
+
+// Shutdowns with tiny deadlines race task trees that reuse records:
+// every index runs at most once, and every index that did not run was
+// refused or is counted in Stats.Abandoned, exactly (each index is one
+// task: a plain record, a Future, a Join's b or a Group's task). Bursts
+// past the run queue's capacity overflow to the shards while the pool
+// aborts.
+func lifecycleReuseAbortAccounting(t *testing.T) {
+	iters := 40
+	if testing.Short() {
+		iters = 10
+	}
+	budget := time.Now().Add(4 * time.Second)
+	for iter := 0; iter < iters && time.Now().Before(budget); iter++ {
+		spec := reuseSpecs[iter%len(reuseSpecs)]
+		rng := rand.New(rand.NewPCG(uint64(iter), 11))
+		p := newTestPool(t, reuseOpts(spec)...)
+		var pr problems
+		tr := newReuseTree(1<<16, &pr)
+		tr.exact = true
+		tr.burstEvery = 9
+		stop := make(chan struct{})
+		var clients sync.WaitGroup
+		for range 2 {
+			clients.Add(1)
+			go func() {
+				defer clients.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					i, ok := tr.issue()
+					if !ok {
+						return
+					}
+					if err := p.Submit(context.Background(), tr.task(i)); err != nil {
+						tr.forget()
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		var exits sync.WaitGroup
+		var ns [3]int
+		var errs [3]error
+		for e := range 3 {
+			exits.Add(1)
+			go func() {
+				defer exits.Done()
+				if e == 2 {
+					errs[e] = p.Close()
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng2i(e, iter))*100*time.Microsecond)
+				defer cancel()
+				ns[e], errs[e] = p.Shutdown(ctx)
+			}()
+		}
+		within(t, hangBound, "exits", exits.Wait)
+		close(stop)
+		within(t, hangBound, "clients", clients.Wait)
+		pr.report(t)
+		missing := tr.checkOnce(t)
+		st := p.Stats()
+		if want := missing - tr.refused.Load(); int64(st.Abandoned) != want {
+			t.Errorf("iter %d (%s): %d issued, %d never ran, %d refused: %d dropped, Stats.Abandoned %d (waiters told %d); exits %v %v",
+				iter, specName(spec), tr.issuedN(), missing, tr.refused.Load(), want, st.Abandoned, tr.abandoned.Load(), ns, errs)
+		}
+		if st.Submitted != st.Total.TasksRun+st.Abandoned {
+			t.Errorf("iter %d (%s): Submitted %d != TasksRun %d + Abandoned %d",
+				iter, specName(spec), st.Submitted, st.Total.TasksRun, st.Abandoned)
+		}
+		for e := range 2 {
+			// A Shutdown that gave up with tasks still running counted
+			// what was dropped until it returned.
+			if ns[e] > int(st.Abandoned) || ns[e] != int(st.Abandoned) && !gaveUpEarly(errs[e]) {
+				t.Errorf("iter %d: Shutdown %d returned %d, %v; Stats.Abandoned %d", iter, e, ns[e], errs[e], st.Abandoned)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestLifecycleAdversarial runs the adversarial cases of Close and Shutdown, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestLifecycleAdversarial(t *testing.T) {
+	t.Run("AbortWaiterTakesFromBusyWorkers", lifecycleAbortWaiterTakesFromBusyWorkers)
+	t.Run("CrossPoolWaitersDuringExit", lifecycleCrossPoolWaitersDuringExit)
+	t.Run("BoundedCloseFromInside", lifecycleBoundedCloseFromInside)
+	t.Run("ShutdownRacesDrainAccounting", lifecycleShutdownRacesDrainAccounting)
+	t.Run("LoopsFailingDuringAbort", lifecycleLoopsFailingDuringAbort)
+	t.Run("BacklogAbortAccounting", lifecycleBacklogAbortAccounting)
+	t.Run("BacklogDrain", lifecycleBacklogDrain)
+	t.Run("ReuseAbortAccounting", lifecycleReuseAbortAccounting)
+}
+
+var rngMu sync.Mutex
+
+var grng = rand.New(rand.NewPCG(1, 2))
+
+func rng2(int) bool { rngMu.Lock(); defer rngMu.Unlock(); return grng.IntN(4) == 0 }
+
+func rng2i(e, iter int) int {
+	rngMu.Lock()
+	defer rngMu.Unlock()
+	return grng.IntN(1 + (iter % 7))
+}
+
+// ledgerTree returns a plain task that records its run and spawns two
+// children at each of depth levels, and fanout at level 2: enough to
+// overflow the run queue well past backlog, so that the node's shard
+// holds function items (task.go).
+func ledgerTree(l *ledger, id, depth, fanout int, panicky func() bool) func(*Worker) {
+	return func(w *Worker) {
+		l.ran(id)
+		if depth > 0 {
+			n := 2
+			if depth == 2 {
+				n = fanout
+			}
+			for range n {
+				c := l.id()
+				if c < 0 {
+					break
+				}
+				l.accepted[c].Store(true) // Spawn always accepts
+				w.Spawn(ledgerTree(l, c, depth-1, fanout, panicky))
+			}
+		}
+		if panicky != nil && panicky() {
+			panic("ledger tree")
+		}
+	}
+}
+
+// submitPlain submits fn from outside the pool in one of five ways, by
+// kind: Submit, SubmitTo node, SubmitToStrict node, TrySubmit, or a
+// strict SubmitCtx that gives up after 200µs.
+func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
+	switch kind {
+	case 0:
+		return p.Submit(context.Background(), fn)
+	case 1:
+		return p.Node(node).Submit(context.Background(), fn)
+	case 2:
+		return p.Node(node).Strict().Submit(context.Background(), fn)
+	case 3:
+		return p.TrySubmit(fn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
+	defer cancel()
+	return p.Node(node).Strict().Submit(ctx, fn)
 }

@@ -292,3 +292,30 @@ func TestStatsRunningIsZeroAfterClose(t *testing.T) {
 			st.BusyWorkers, st.Nodes[0].BusyWorkers, st.Nodes[1].BusyWorkers)
 	}
 }
+
+// Stats.Submitted matches TasksRun with loops called from inside tasks.
+func statsSubmittedInnerLoop(t *testing.T) {
+	for _, spec := range []string{"", "2x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, specOpts(spec)...)
+			for range 20 {
+				_ = p.Submit(context.Background(), func(w *Worker) {
+					_ = w.Pool().ParallelFor(context.Background(), 10000, 10, func(w *Worker, lo, hi int) error { spinFor(time.Microsecond); return nil })
+				})
+			}
+			p.Close()
+			st := p.Stats()
+			t.Logf("Submitted %d, TasksRun %d, Completed %d, Spawned %d, SentHome %d, Abandoned %d",
+				st.Submitted, st.Total.TasksRun, st.Total.Completed, st.Total.Spawned, st.Total.SentHome, st.Abandoned)
+			if st.Submitted != st.Total.TasksRun+st.Abandoned {
+				t.Errorf("after Close: Submitted %d != TasksRun %d + Abandoned %d", st.Submitted, st.Total.TasksRun, st.Abandoned)
+			}
+		})
+	}
+}
+
+// TestStatsAdversarial runs the adversarial cases of the counters, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestStatsAdversarial(t *testing.T) {
+	t.Run("SubmittedInnerLoop", statsSubmittedInnerLoop)
+}

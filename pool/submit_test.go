@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/numapool/numapool/queue"
 )
 
 func TestNodeSubmitForms(t *testing.T) {
@@ -150,4 +152,187 @@ func TestNodeFull(t *testing.T) {
 	if ran.Load() != bound+1 {
 		t.Errorf("%d of %d queued tasks ran", ran.Load(), bound+1)
 	}
+}
+
+// With WithShardBound, Submit / Async / Pool.Join from inside a task do
+// not wait for room (only the workers make it): a tree of tasks that each
+// submit children completes instead of deadlocking the pool.
+func submitBoundedSubmitFromInside(t *testing.T) {
+	for _, how := range []string{"Submit", "RunJoin", "AsyncWait"} {
+		t.Run(how, func(t *testing.T) {
+			p := newTestPool(t, WithWorkers(2), WithShardBound(1))
+			var ran atomic.Int64
+			var wg sync.WaitGroup
+			var rec func(depth int) func(*Worker)
+			rec = func(depth int) func(*Worker) {
+				return func(w *Worker) {
+					defer wg.Done()
+					ran.Add(1)
+					if depth == 0 {
+						return
+					}
+					switch how {
+					case "Submit":
+						for range 2 {
+							wg.Add(1)
+							if err := w.Pool().Submit(context.Background(), rec(depth-1)); err != nil {
+								wg.Done()
+							}
+						}
+					case "RunJoin":
+						wg.Add(2)
+						_, _ = Run(w.Pool(), func(w *Worker) (struct{}, error) { return struct{}{}, w.Join(rec(depth-1), rec(depth-1)) })
+					case "AsyncWait":
+						wg.Add(2)
+						f1 := Async(w.Pool(), func(w *Worker) (int, error) { rec(depth - 1)(w); return 0, nil })
+						f2 := Async(w.Pool(), func(w *Worker) (int, error) { rec(depth - 1)(w); return 0, nil })
+						f1.Wait()
+						f2.Wait()
+					}
+				}
+			}
+			wg.Add(1)
+			if err := p.Submit(context.Background(), rec(8)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+				t.Logf("completed: %d tasks", ran.Load())
+			case <-time.After(3 * time.Second):
+				t.Errorf("deadlock: %d of %d tasks ran in 3s; every worker is blocked in a bounded push from inside a task", ran.Load(), 1<<9-1)
+			}
+			within(t, 5*time.Second, "Close", func() { p.Close() })
+		})
+	}
+}
+
+// Tasks taken from a shard as function items (the backlog) spawn more
+// tasks from inside, submit to other nodes from inside (no place taken)
+// and to strict nodes; then Close. Exactly once, nothing abandoned.
+func submitBacklogItemsSpawnFromInside(t *testing.T) {
+	for iter := range 12 {
+		spec := backlogSpecs[iter%len(backlogSpecs)]
+		opts := specOpts(spec)
+		if iter%2 == 0 {
+			opts = append(opts, WithShardBound(1+iter%5))
+		}
+		p := newTestPool(t, opts...)
+		l := newLedger(1 << 17)
+		nodes := p.Nodes()
+		var inner func(id, depth int) func(*Worker)
+		inner = func(id, depth int) func(*Worker) {
+			return func(w *Worker) {
+				l.ran(id)
+				if depth == 0 {
+					return
+				}
+				for k := range 3 {
+					c := l.id()
+					if c < 0 {
+						return
+					}
+					fn := inner(c, depth-1)
+					var err error
+					switch k {
+					case 0:
+						w.Spawn(fn)
+					case 1:
+						err = w.Pool().Node(nodes[(id+k)%len(nodes)]).Submit(context.Background(), fn)
+					case 2:
+						err = w.Pool().Node(nodes[(id+k)%len(nodes)]).Strict().Submit(context.Background(), fn)
+					}
+					if err == nil {
+						l.accepted[c].Store(true)
+					}
+				}
+			}
+		}
+		var maxShard atomic.Int64
+		root := l.id()
+		l.accepted[root].Store(true)
+		err := p.Submit(context.Background(), func(w *Worker) {
+			l.ran(root)
+			// Build a backlog of function items, each of which spawns.
+			for range 3*backlog + 100 {
+				c := l.id()
+				if c < 0 {
+					return
+				}
+				l.accepted[c].Store(true)
+				w.Spawn(inner(c, 2))
+			}
+			maxShard.Store(int64(w.group.inject.Len()))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(t, 15*time.Second, "Close", func() {
+			if err := p.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		acc, ran, notRun, stray := l.tally()
+		if iter == 0 {
+			t.Logf("shard length after the root's spawns: %d (backlog %d), accepted %d", maxShard.Load(), backlog, acc)
+		}
+		if l.dbl.Load() != 0 || notRun != 0 || stray != 0 || p.Stats().Abandoned != 0 {
+			t.Fatalf("iter %d (%s): accepted %d ran %d notRun %d stray %d double %d (%v) abandoned %d",
+				iter, specName(spec), acc, ran, notRun, stray, l.dbl.Load(), l.dblIDs, p.Stats().Abandoned)
+		}
+	}
+}
+
+// Every task made by every spawn path runs exactly once while the
+// records of plain tasks are reused: Spawn (with bursts past the run
+// queue's capacity), Group.Go, Async on the worker, a node and the pool,
+// strict Run on another node, Submit and SubmitTo from a task, Join and
+// ParallelFor. The accounting holds too: every task submitted or spawned
+// was started once (Submitted == TasksRun after Close).
+func submitSpawnPathsExactlyOnce(t *testing.T) {
+	n := 12000
+	if testing.Short() {
+		n = 3000
+	}
+	for _, spec := range reuseSpecs {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, reuseOpts(spec)...)
+			var pr problems
+			tr := newReuseTree(n, &pr)
+			for range 4 {
+				if i, ok := tr.issue(); ok {
+					if err := p.Submit(context.Background(), tr.task(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			within(t, hangBound, "the task tree", tr.wg.Wait)
+			within(t, hangBound, "Close", func() { _ = p.Close() })
+			pr.report(t)
+			if missing := tr.checkOnce(t); missing != tr.refused.Load() {
+				t.Errorf("%d tasks never ran, %d refused", missing, tr.refused.Load())
+			}
+			if got := tr.issuedN(); got != int64(n) {
+				t.Errorf("%d tasks issued, want %d", got, n)
+			}
+			st := p.Stats()
+			t.Logf("Submitted %d, TasksRun %d, Spawned %d, Overflows %d, LIFOHits %d, SentHome %d, Abandoned %d",
+				st.Submitted, st.Total.TasksRun, st.Total.Spawned, st.Total.Overflows, st.Total.LIFOHits, st.Total.SentHome, st.Abandoned)
+			if st.Submitted != st.Total.TasksRun || st.Abandoned != 0 {
+				t.Errorf("after Close: Submitted %d, TasksRun %d, Abandoned %d", st.Submitted, st.Total.TasksRun, st.Abandoned)
+			}
+			if spec == "1w" && st.Total.Overflows == 0 {
+				t.Errorf("one worker spawned bursts of %d without an overflow", queue.Capacity+40)
+			}
+		})
+	}
+}
+
+// TestSubmitAdversarial runs the adversarial cases of submission and spawning, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestSubmitAdversarial(t *testing.T) {
+	t.Run("BoundedSubmitFromInside", submitBoundedSubmitFromInside)
+	t.Run("BacklogItemsSpawnFromInside", submitBacklogItemsSpawnFromInside)
+	t.Run("SpawnPathsExactlyOnce", submitSpawnPathsExactlyOnce)
 }

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,4 +152,64 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 	if got := ran.Load(); got != 0 {
 		t.Errorf("%d dropped tasks ran", got)
 	}
+}
+
+// Records pass between workers through the stash while several producers
+// spawn at once: each wave, every worker makes a fan of tasks that the
+// others steal and run, so records made on one worker are reused on
+// another, and full batches are given and taken concurrently. Each task
+// runs exactly once per wave.
+func taskStashConcurrentProducers(t *testing.T) {
+	for _, spec := range []string{"2x2", "4x1", "2x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
+			const fan = 2*freeBatch + 37 // more than a worker's own list holds
+			producers := p.Workers()
+			counts := make([]atomic.Int32, producers*fan)
+			var wg sync.WaitGroup
+			waves := 12
+			if testing.Short() {
+				waves = 4
+			}
+			for wave := range waves {
+				wg.Add(producers * fan)
+				for pi := range producers {
+					node := p.Nodes()[pi%len(p.Nodes())]
+					err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
+						for i := range fan {
+							k := pi*fan + i
+							fn := func(*Worker) { counts[k].Add(1); wg.Done() }
+							if i%5 == 4 {
+								// a task that spawns again: a record is reused
+								// by the worker that stole it, at once
+								w.Spawn(func(w *Worker) { w.Spawn(fn) })
+								continue
+							}
+							w.Spawn(fn)
+						}
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				within(t, hangBound, fmt.Sprintf("wave %d", wave), wg.Wait)
+				for k := range counts {
+					if got := counts[k].Load(); got != int32(wave+1) {
+						t.Fatalf("wave %d: task %d ran %d times in all, want %d", wave, k, got, wave+1)
+					}
+				}
+			}
+			p.stash.mu.Lock()
+			full := len(p.stash.full)
+			p.stash.mu.Unlock()
+			t.Logf("stash holds %d full batches", full)
+		})
+	}
+}
+
+// TestTaskAdversarial runs the adversarial cases of task records and their reuse, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestTaskAdversarial(t *testing.T) {
+	t.Run("StashConcurrentProducers", taskStashConcurrentProducers)
 }
