@@ -411,3 +411,114 @@ func TestGroupGoFromStolenChildRunsOnItsWorker(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupOutside(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	g := p.Group(context.Background())
+	var n atomic.Int32
+	for i := range 100 {
+		g.Go(func(*Worker) error {
+			n.Add(1)
+			if i == 37 {
+				return fmt.Errorf("task %d failed", i)
+			}
+			time.Sleep(100 * time.Microsecond) // some work: #37 fails while another runs
+			return nil
+		})
+	}
+	if err := g.Wait(); err == nil || !strings.Contains(err.Error(), "task 37") {
+		t.Errorf("Wait = %v", err)
+	}
+	// Functions begin in the order of the calls, and those not begun when
+	// #37 failed are skipped: at most one more per other worker.
+	if got := int(n.Load()); got < 38 || got > 38+p.Workers()-1 {
+		t.Errorf("%d of 100 tasks ran, want 38..%d (in order, the rest skipped after #37 failed)", got, 38+p.Workers()-1)
+	}
+	if g.Context().Err() == nil {
+		t.Error("the group's context is not cancelled")
+	}
+}
+
+func TestGroupFirstErrorCancels(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	g := p.Group(context.Background())
+	g.Go(func(*Worker) error { return errors.New("first") })
+	g.Go(func(*Worker) error {
+		select {
+		case <-g.Context().Done():
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("not cancelled")
+		}
+	})
+	if err := g.Wait(); err == nil || err.Error() != "first" {
+		t.Errorf("Wait = %v", err)
+	}
+}
+
+func TestGroupInsideHelpsAndReturnsPanics(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1)) // one worker: Wait must run the tasks itself
+	defer p.Close()
+	err := onWorker(t, p, func(w *Worker) error {
+		g := w.Pool().Group(context.Background())
+		g.SetLimit(3)
+		var sum atomic.Int64
+		for i := range 50 {
+			g.Go(func(w *Worker) error {
+				inner := w.Pool().Group(context.Background())
+				inner.Go(func(*Worker) error { sum.Add(int64(i)); return nil })
+				return inner.Wait()
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		if sum.Load() != 49*50/2 {
+			return fmt.Errorf("sum %d", sum.Load())
+		}
+		g2 := w.Pool().Group(context.Background())
+		g2.Go(func(*Worker) error { panic("inside") })
+		return g2.Wait()
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Value != "inside" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Wait on a Pool.Group from inside a task runs the group's tasks instead
+// of blocking the worker: with one worker, blocking would never return.
+func TestPoolGroupWaitInsideTaskHelps(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	var ran atomic.Int32
+	err := onWorker(t, p, func(w *Worker) error {
+		g := p.Group(context.Background())
+		for range 10 {
+			g.Go(func(*Worker) error { ran.Add(1); return nil })
+		}
+		return g.Wait()
+	})
+	if err != nil || ran.Load() != 10 {
+		t.Fatalf("Wait = %v with %d of 10 tasks run", err, ran.Load())
+	}
+}
+
+// A group used again after Wait runs its new functions: only a failure or
+// the parent's cancellation skips functions that have not begun.
+func TestGroupReusedAfterWait(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	g := p.Group(context.Background())
+	g.Go(func(*Worker) error { return nil })
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Bool
+	g.Go(func(*Worker) error { ran.Store(true); return nil })
+	if err := g.Wait(); err != nil || !ran.Load() {
+		t.Errorf("second Wait = %v, ran %v", err, ran.Load())
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -472,4 +474,33 @@ func (tr *reuseTree) checkOnce(t *testing.T) (missing int64) {
 		}
 	}
 	return missing
+}
+
+// chunks runs body over [0, n) in one contiguous block per goroutine.
+func chunks(n, parts int, body func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := n*k/parts, n*(k+1)/parts
+		wg.Add(1)
+		go func() { defer wg.Done(); body(lo, hi) }()
+	}
+	wg.Wait()
+}
+
+func threads() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

@@ -559,52 +559,6 @@ func TestLifecycleRandomInterleavings(t *testing.T) {
 	}
 }
 
-// wakeMore wakes the sleepers of the group it names, up to the number it
-// is given, and no other group's: a loop's block queued from outside
-// starts its node's workers side by side.
-func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
-	p := newTestPool(t, WithSpec("2x2"), WithBlockTime(0))
-	defer p.Close()
-	parks := func() []uint64 {
-		deadline := time.Now().Add(hangBound)
-		for p.idle.unparked.Load() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d workers still awake", p.idle.unparked.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
-		var n []uint64
-		for _, ws := range p.Stats().Workers {
-			n = append(n, ws.Parks)
-		}
-		return n
-	}
-	before := parks()
-	p.idle.wakeMore(0, 5)
-	after := parks()
-	for _, w := range p.workers {
-		woke := after[w.id] > before[w.id]
-		if want := w.group.index == 0; woke != want {
-			t.Errorf("worker %d of group %d woke: %v, want %v", w.id, w.group.index, woke, want)
-		}
-	}
-	before = after
-	p.idle.wakeMore(1, 1)
-	after = parks()
-	woken := 0
-	for _, w := range p.workers {
-		if after[w.id] > before[w.id] {
-			woken++
-			if w.group.index != 1 {
-				t.Errorf("worker %d of group %d woke for group 1", w.id, w.group.index)
-			}
-		}
-	}
-	if woken != 1 {
-		t.Errorf("wakeMore(1, 1) woke %d workers, want 1", woken)
-	}
-}
-
 // ---------------------------------------------------------------------
 // A Shutdown that gives up while a task never ends.
 
@@ -2080,4 +2034,176 @@ func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
 	defer cancel()
 	return p.Node(node).Strict().Submit(ctx, fn)
+}
+
+func TestCloseDrainsAndRefuses(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	var ran atomic.Int32
+	block := make(chan struct{})
+	_ = p.Submit(context.Background(), func(*Worker) { <-block })
+	for range 1000 {
+		_ = p.Submit(context.Background(), func(w *Worker) { ran.Add(1); w.Spawn(func(*Worker) { ran.Add(1) }) })
+	}
+	time.AfterFunc(20*time.Millisecond, func() { close(block) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ran.Load(); n != 2000 {
+		t.Errorf("Close ran %d of 2000 tasks", n)
+	}
+	if err := p.Submit(context.Background(), func(*Worker) {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestShutdownReportsAbandoned(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	block := make(chan struct{})
+	started := make(chan struct{})
+	_ = p.Submit(context.Background(), func(*Worker) { close(started); <-block })
+	<-started
+	for range 100 {
+		_ = p.Submit(context.Background(), func(*Worker) {})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	time.AfterFunc(60*time.Millisecond, func() { close(block) })
+	n, err := p.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || n != 100 {
+		t.Errorf("Shutdown = %d, %v; want 100 abandoned, DeadlineExceeded", n, err)
+	}
+	if p.Stats().Abandoned != 100 {
+		t.Errorf("Stats().Abandoned = %d", p.Stats().Abandoned)
+	}
+}
+
+// Close from inside a task would wait for itself: it closes intake and
+// returns ErrInsideTask at once; the pool still runs what was queued, and
+// Close from outside waits for it.
+func TestCloseFromInsideATask(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	_ = p.Submit(context.Background(), func(*Worker) { close(blocked); <-release }) // holds one worker
+	<-blocked
+	var ran atomic.Int32
+	for range 10 {
+		_ = p.Submit(context.Background(), func(*Worker) { ran.Add(1) })
+	}
+	got := make(chan error, 1)
+	if err := p.Submit(context.Background(), func(*Worker) { got <- p.Close() }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrInsideTask) {
+			t.Errorf("Close inside a task = %v, want ErrInsideTask", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close inside a task did not return")
+	}
+	if err := p.Submit(context.Background(), func(*Worker) {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close inside a task = %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := p.Close(); err != nil {
+		t.Errorf("Close from outside: %v", err)
+	}
+	if ran.Load() != 10 {
+		t.Errorf("%d of 10 queued tasks ran", ran.Load())
+	}
+}
+
+// Close ends the workers' threads: none of them is left behind. (The
+// thread count alone cannot tell: the runtime keeps idle threads it
+// started meanwhile.)
+func TestCloseLeavesNoThreads(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc/self/task")
+	}
+	p := newTestPool(t, WithSpec("4x2"))
+	var tids []int
+	for _, w := range p.workers {
+		tids = append(tids, int(w.tid.Load())) // set before the worker reported to New
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left := func() (alive []int) {
+		for _, tid := range tids {
+			if tid == os.Getpid() {
+				// The main thread cannot exit: the runtime parks it for
+				// good once a goroutine locked to it ends (its mask was
+				// put back first).
+				continue
+			}
+			if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err == nil {
+				alive = append(alive, tid)
+			}
+		}
+		return alive
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(left()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive := left(); len(alive) > 0 {
+		t.Errorf("worker threads %v of %v still alive 5s after Close", alive, tids)
+	}
+}
+
+// A worker that waits inside a task when a Shutdown gives up drops the
+// queues and the shards itself (dropQueued) and counts what it drops:
+// function items (plain tasks queued without a record) as well as
+// records. Shutdown then reports every one of them.
+func TestDropQueuedCountsFunctionItems(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x1"))
+	node := p.Nodes()[0]
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	var waitErr error
+	if err := p.Submit(context.Background(), func(w *Worker) {
+		close(started)
+		<-proceed // the Shutdown has given up
+		f := Async(w.Pool().Node(node), func(*Worker) (int, error) { ran.Add(1); return 0, nil })
+		_, waitErr = f.Wait() // helps: drops everything queued instead
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-started // the only worker is busy: what follows stays queued
+	const n = 10
+	for range n {
+		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := p.Shutdown(expired)
+		done <- result{n, err}
+	}()
+	for !p.aborted() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	close(proceed)
+	var r result
+	within(t, 10*time.Second, "Shutdown", func() { r = <-done })
+	if r.n != n+1 || !errors.Is(r.err, context.Canceled) {
+		t.Errorf("Shutdown = %d, %v; want %d abandoned (%d plain tasks, one Future)", r.n, r.err, n+1, n)
+	}
+	if !errors.Is(waitErr, ErrAbandoned) {
+		t.Errorf("the Future dropped while its waiter helped returned %v, want ErrAbandoned", waitErr)
+	}
+	if got := ran.Load(); got != 0 {
+		t.Errorf("%d dropped tasks ran", got)
+	}
 }

@@ -86,3 +86,20 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 		})
 	}
 }
+
+func TestWorkerMisusePanics(t *testing.T) {
+	if !cheapGID && !raceEnabled {
+		t.Skip("on this platform the owner check is compiled in with -race only")
+	}
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	ch := make(chan *Worker)
+	_ = p.Submit(context.Background(), func(w *Worker) { ch <- w })
+	w := <-ch
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Spawn") {
+			t.Errorf("Spawn from a foreign goroutine: recover() = %v", r)
+		}
+	}()
+	w.Spawn(func(*Worker) {})
+}

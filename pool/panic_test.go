@@ -387,3 +387,35 @@ func TestPanicErrorFormat(t *testing.T) {
 	// not pass the flag through %w. Log it for the reader.
 	t.Logf("wrapped: %+v", fmt.Errorf("outer: %w", pe))
 }
+
+func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
+	var got atomic.Value
+	p := newTestPool(t, WithWorkers(1), WithPanicHandler(func(v any, stack []byte) {
+		got.Store(fmt.Sprintf("%v|%s", v, stack))
+	}))
+	_ = p.Submit(context.Background(), func(*Worker) { panic("boom") })
+	var after atomic.Bool
+	_ = p.Submit(context.Background(), func(*Worker) { after.Store(true) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := got.Load().(string)
+	if !strings.HasPrefix(s, "boom|") || !strings.Contains(s, "pool_test.go") {
+		t.Errorf("handler got %q", s)
+	}
+	if !after.Load() {
+		t.Error("the worker did not live on after a panic")
+	}
+}
+
+// Without a handler a task's panic fails the process, like an unrecovered
+// panic in a goroutine.
+func TestPanicWithoutHandlerCrashes(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "NUMAPOOL_TEST_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "unhandled-boom") {
+		t.Errorf("child: %v\n%s", err, out)
+	}
+}

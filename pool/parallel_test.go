@@ -447,3 +447,251 @@ func TestWorkerParallelForErrAndCtx(t *testing.T) {
 		t.Errorf("Worker.ParallelForCtx cancelled = %v, %d bodies after (one worker: want 0)", o.cErr, o.afterCancel)
 	}
 }
+
+func TestParallelForEveryIndexOnce(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	ns := []int{0, 1, 2, 3, 7, 100, 1000, 12345}
+	if !testing.Short() {
+		ns = append(ns, 1_000_000)
+	}
+	for _, n := range ns {
+		for _, grain := range []int{0, 1, 3, 64, n + 1} {
+			seen := make([]atomic.Int32, n)
+			err := p.ParallelFor(context.Background(), n, grain, func(_ *Worker, lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Fatalf("n=%d grain=%d: index %d visited %d times", n, grain, i, c)
+				}
+			}
+		}
+	}
+	// From inside a task too.
+	const n = 5000
+	seen := make([]atomic.Int32, n)
+	err := onWorker(t, p, func(w *Worker) error {
+		return w.Pool().ParallelFor(context.Background(), n, 10, func(_ *Worker, lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Fatalf("inside: index %d visited %d times", i, seen[i].Load())
+		}
+	}
+}
+
+// The node split is the same on every call and proportional to the
+// nodes' workers; each node's block runs on that node unless it ran dry.
+func TestParallelForSplitIsStable(t *testing.T) {
+	p := newTestPool(t, WithSpec("3x1"), WithWorkers(4)) // 3 nodes, one with 2 workers
+	defer p.Close()
+	first := p.Split(1000)
+	for range 10 {
+		if got := p.Split(1000); !slices.Equal(got, first) {
+			t.Fatalf("split changed: %v then %v", first, got)
+		}
+	}
+	sizes := make([]int, len(first))
+	for i, b := range first {
+		sizes[i] = b.Hi - b.Lo
+	}
+	var want []int
+	for _, g := range p.groups {
+		want = append(want, 1000*len(g.workers)/4)
+	}
+	if !slices.Equal(sizes, want) || first[0].Lo != 0 || first[2].Hi != 1000 || slices.Max(want) != 500 {
+		t.Fatalf("split %v: sizes %v, want %v", first, sizes, want)
+	}
+	// Where did each index run? With a balanced body, almost always on
+	// the node that owns its block.
+	runs := 0
+	var foreign atomic.Int32
+	for range 5 {
+		err := p.ParallelFor(context.Background(), 1000, 10, func(w *Worker, lo, hi int) error {
+			for _, b := range first {
+				if lo >= b.Lo && lo < b.Hi && w.Node() != b.Node {
+					foreign.Add(int32(hi - lo))
+				}
+			}
+			time.Sleep(20 * time.Microsecond)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs++
+	}
+	if f := foreign.Load(); f > 5*1000/4 {
+		t.Errorf("%d of %d indexes ran off their node", f, runs*1000)
+	}
+	t.Logf("%d of %d indexes ran off their node (tail-end steals)", foreign.Load(), runs*1000)
+}
+
+func TestParallelForStops(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	var ran atomic.Int64
+	err := p.ParallelFor(context.Background(), 100000, 1, func(_ *Worker, lo, hi int) error {
+		ran.Add(int64(hi - lo))
+		if lo == 500 {
+			panic("at 500")
+		}
+		return nil
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Value != "at 500" {
+		t.Fatalf("err = %v", err)
+	}
+	if ran.Load() == 100000 {
+		t.Error("a panic did not stop handing out blocks")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.ParallelFor(ctx, 1000, 1, func(*Worker, int, int) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v", err)
+	}
+}
+
+// A node that finishes its block early and finds the other node's loop
+// pieces fresh sends them home, and then leaves that node alone until the
+// pieces may be helped with: it does not steal and send back in a loop.
+func TestParallelForDryNodeLeavesFreshWorkAlone(t *testing.T) {
+	for _, strictLoops := range []bool{false, true} {
+		opts := []Option{WithSpec("2x1")}
+		if !strictLoops {
+			opts = append(opts, WithCrossNodeLoops())
+		}
+		p := newTestPool(t, opts...)
+		split := p.Split(4000)
+		slow := split[0] // node 0's block takes about 20 ms, node 1's no time
+		start := time.Now()
+		err := p.ParallelFor(context.Background(), 4000, 4, func(w *Worker, lo, hi int) error {
+			if lo >= slow.Lo && lo < slow.Hi {
+				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*5*time.Microsecond; {
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		_ = p.Close()
+		st := p.Stats().Total
+		// One send-home per crossNodeAfter per worker of the dry node,
+		// twice over for slack.
+		bound := 2 * (uint64(elapsed/crossNodeAfter) + 1)
+		t.Logf("strict loops %v: %v, %d pieces sent home (bound %d), %d cross-node steals", strictLoops, elapsed.Round(time.Millisecond), st.SentHome, bound, st.StealsCrossNode)
+		if st.SentHome > bound {
+			t.Errorf("strict loops %v: the dry node sent %d pieces home in %v (at most %d expected)", strictLoops, st.SentHome, elapsed, bound)
+		}
+	}
+}
+
+// A loop of two pieces runs them on two workers: the last two pieces of
+// a range are split like any others (they ran one after the other on one
+// worker, so a loop over two partitions got no parallelism).
+func TestParallelForTwoPiecesRunInParallel(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	for _, run := range []func(body func(w *Worker, lo, hi int)) error{
+		func(body func(w *Worker, lo, hi int)) error {
+			return p.ParallelFor(context.Background(), 2, 1, func(w *Worker, lo, hi int) error { body(w, lo, hi); return nil })
+		},
+		func(body func(w *Worker, lo, hi int)) error {
+			_, err := MapReduce(context.Background(), p, 2, 1, func(w *Worker, lo, hi int) (int, error) {
+				body(w, lo, hi)
+				return 0, nil
+			}, func(a, b int) int { return a + b })
+			return err
+		},
+	} {
+		second := make(chan struct{})
+		var together atomic.Bool
+		err := run(func(w *Worker, lo, hi int) {
+			if lo == 1 {
+				close(second)
+				return
+			}
+			select { // the first piece waits for the second to start elsewhere
+			case <-second:
+				together.Store(true)
+			case <-time.After(2 * time.Second):
+			}
+		})
+		if err != nil || !together.Load() {
+			t.Errorf("err %v; the two pieces ran in parallel: %v", err, together.Load())
+		}
+	}
+}
+
+// Triad a = b + s*c over arrays far larger than the L3 (3 x 64 MiB),
+// first touched by the same split; b.SetBytes counts the 24 bytes moved
+// per index, so the result reads as bandwidth.
+func BenchmarkTriad(b *testing.B) {
+	const n = 8 << 20
+	const s = 3.0
+	b.Run("pool", func(b *testing.B) {
+		p := benchPool(b)
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		_ = p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				x[i], y[i], z[i] = 0, 1, 2
+			}
+			return nil
+		})
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			_ = p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					x[i] = y[i] + s*z[i]
+				}
+				return nil
+			})
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		parts := len(benchPool(b).workers)
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		chunks(n, parts, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				x[i], y[i], z[i] = 0, 1, 2
+			}
+		})
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			chunks(n, parts, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					x[i] = y[i] + s*z[i]
+				}
+			})
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		x, y, z := make([]float64, n), make([]float64, n), make([]float64, n)
+		for i := range x {
+			x[i], y[i], z[i] = 0, 1, 2
+		}
+		b.SetBytes(24 * n)
+		for b.Loop() {
+			for i := range x {
+				x[i] = y[i] + s*z[i]
+			}
+		}
+	})
+}

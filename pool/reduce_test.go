@@ -906,3 +906,44 @@ func onEachLayout(t *testing.T, specs []string, body func(t *testing.T, p *Pool,
 		}
 	}
 }
+
+// A compute-bound loop: the sum of square roots over 2^22 indexes.
+func BenchmarkReduce(b *testing.B) {
+	const n = 4 << 20
+	sumRange := func(lo, hi int) float64 {
+		s := 0.0
+		for i := lo; i < hi; i++ {
+			s += math.Sqrt(float64(i))
+		}
+		return s
+	}
+	b.Run("pool", func(b *testing.B) {
+		p := benchPool(b)
+		partial := make([]float64, len(p.workers)*8) // one slot per worker, padded
+		for b.Loop() {
+			clear(partial)
+			_ = p.ParallelFor(context.Background(), n, 0, func(w *Worker, lo, hi int) error {
+				partial[w.ID()*8] += sumRange(lo, hi)
+				return nil
+			})
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		parts := len(benchPool(b).workers)
+		partial := make([]float64, parts*8)
+		for b.Loop() {
+			var mu sync.Mutex
+			chunks(n, parts, func(lo, hi int) {
+				s := sumRange(lo, hi)
+				mu.Lock()
+				partial[0] += s
+				mu.Unlock()
+			})
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			_ = sumRange(0, n)
+		}
+	})
+}

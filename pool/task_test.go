@@ -2,12 +2,10 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/numapool/numapool/queue"
 )
@@ -98,59 +96,6 @@ func TestQueuesHoldFunctions(t *testing.T) {
 	if records != 0 || functions != n-1 {
 		t.Fatalf("the queue and the shard held %d records and %d functions of %d spawned tasks; want %d functions and no record",
 			records, functions, n, n-1)
-	}
-}
-
-// A worker that waits inside a task when a Shutdown gives up drops the
-// queues and the shards itself (dropQueued) and counts what it drops:
-// function items (plain tasks queued without a record) as well as
-// records. Shutdown then reports every one of them.
-func TestDropQueuedCountsFunctionItems(t *testing.T) {
-	p := newTestPool(t, WithSpec("1x1"))
-	node := p.Nodes()[0]
-	started, proceed := make(chan struct{}), make(chan struct{})
-	var ran atomic.Int32
-	var waitErr error
-	if err := p.Submit(context.Background(), func(w *Worker) {
-		close(started)
-		<-proceed // the Shutdown has given up
-		f := Async(w.Pool().Node(node), func(*Worker) (int, error) { ran.Add(1); return 0, nil })
-		_, waitErr = f.Wait() // helps: drops everything queued instead
-	}); err != nil {
-		t.Fatal(err)
-	}
-	<-started // the only worker is busy: what follows stays queued
-	const n = 10
-	for range n {
-		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	expired, cancel := context.WithCancel(context.Background())
-	cancel()
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := p.Shutdown(expired)
-		done <- result{n, err}
-	}()
-	for !p.aborted() {
-		time.Sleep(100 * time.Microsecond)
-	}
-	close(proceed)
-	var r result
-	within(t, 10*time.Second, "Shutdown", func() { r = <-done })
-	if r.n != n+1 || !errors.Is(r.err, context.Canceled) {
-		t.Errorf("Shutdown = %d, %v; want %d abandoned (%d plain tasks, one Future)", r.n, r.err, n+1, n)
-	}
-	if !errors.Is(waitErr, ErrAbandoned) {
-		t.Errorf("the Future dropped while its waiter helped returned %v, want ErrAbandoned", waitErr)
-	}
-	if got := ran.Load(); got != 0 {
-		t.Errorf("%d dropped tasks ran", got)
 	}
 }
 
