@@ -400,7 +400,7 @@ func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := got.Load().(string)
-	if !strings.HasPrefix(s, "boom|") || !strings.Contains(s, "pool_test.go") {
+	if !strings.HasPrefix(s, "boom|") || !strings.Contains(s, "panic_test.go") {
 		t.Errorf("handler got %q", s)
 	}
 	if !after.Load() {
