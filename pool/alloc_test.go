@@ -1,12 +1,15 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
@@ -219,5 +222,124 @@ func TestExplainSaysWhereSyntheticMemoryIs(t *testing.T) {
 	defer real.Close()
 	if ex := real.Explain(); strings.Contains(ex, "synthetic nodes") {
 		t.Errorf("Explain of a real topology speaks of synthetic nodes:\n%s", ex)
+	}
+}
+
+func TestAllocOnNode(t *testing.T) {
+	p := newTestPool(t)
+	defer p.Close()
+	for _, node := range p.Nodes() {
+		if node < 0 {
+			continue
+		}
+		s, release, err := AllocOnNode[float64](p.Node(node), 1<<18)
+		if errors.Is(err, pin.ErrUnsupported) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := pin.PageNodes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range nodes {
+			if got != node {
+				t.Fatalf("page %d on node %d, want %d", i, got, node)
+			}
+		}
+		s[len(s)-1] = 1
+		if err := release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// First touch by ParallelFor puts each node's block on its node. Needs a
+// kernel with several nodes (the VM run); on one node it checks nothing
+// more than TestParallelForSplitIsStable.
+func TestFirstTouchPlacement(t *testing.T) {
+	p := newTestPool(t)
+	defer p.Close()
+	if len(p.Nodes()) < 2 {
+		t.Skipf("one NUMA node here (%v): placement needs several", p.Nodes())
+	}
+	const n = 1 << 22
+	data := make([]float64, n) // not yet touched: the kernel places pages at first write
+	if err := p.ParallelFor(context.Background(), n, 0, func(_ *Worker, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			data[i] = 1
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize() / 8
+	for _, b := range p.Split(n) {
+		wrong, total := 0, 0
+		for i := b.Lo + page; i < b.Hi-page; i += page {
+			got, err := pin.NodeOf(unsafe.Pointer(&data[i]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total++
+			if got != b.Node {
+				wrong++
+			}
+		}
+		if wrong*10 > total {
+			t.Errorf("node %d's block: %d of %d pages elsewhere", b.Node, wrong, total)
+		}
+	}
+}
+
+// Where the platform cannot map memory for placement, AllocFirstTouch
+// still gives a zeroed slice of n elements (from make) and a release that
+// succeeds; any other failure is returned.
+func TestAllocFirstTouchWithoutPlacement(t *testing.T) {
+	unsupported := func(int) ([]byte, func() error, error) { return nil, nil, pin.ErrUnsupported }
+	s, release, err := firstTouch[float64](1000, unsupported)
+	if err != nil || len(s) != 1000 || release == nil || release() != nil {
+		t.Fatalf("firstTouch without placement: %d elements, %v", len(s), err)
+	}
+	for i, v := range s {
+		if v != 0 {
+			t.Fatalf("s[%d] = %v, want 0", i, v)
+		}
+	}
+	failing := errors.New("mmap: cannot allocate memory")
+	broken := func(int) ([]byte, func() error, error) { return nil, nil, failing }
+	if _, _, err := firstTouch[float64](1000, broken); !errors.Is(err, failing) {
+		t.Fatalf("firstTouch with a failing map returned %v, want %v", err, failing)
+	}
+}
+
+func TestAllocFirstTouch(t *testing.T) {
+	s, release, err := AllocFirstTouch[int32](1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	if err := p.ParallelFor(context.Background(), len(s), 0, func(_ *Worker, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			s[i] = int32(i)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s {
+		if s[i] != int32(i) {
+			t.Fatalf("s[%d] = %d", i, s[i])
+		}
+	}
+	nodes, err := pin.PageNodes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(nodes, -1) {
+		t.Error("a page written by ParallelFor is not present")
 	}
 }

@@ -186,3 +186,201 @@ func Example_pipeline() {
 	fmt.Println(sum.Load())
 	// Output: 21
 }
+
+// A function that returns a value runs on the pool, and Run hands back
+// its value and error.
+func ExampleRun() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	defer p.Close()
+	answer, err := pool.Run(p, func(w *pool.Worker) (int, error) {
+		return 6 * 7, nil
+	})
+	fmt.Println(answer, err)
+	// Output: 42 <nil>
+}
+
+// Async starts functions at once and returns their futures; Wait collects
+// the results. From inside a task, Wait runs other tasks meanwhile.
+func ExampleAsync() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	defer p.Close()
+	var squares []*pool.Future[int]
+	for i := 1; i <= 4; i++ {
+		squares = append(squares, pool.Async(p, func(*pool.Worker) (int, error) { return i * i, nil }))
+	}
+	sum := 0
+	for _, f := range squares {
+		v, err := f.Wait()
+		if err != nil {
+			panic(err)
+		}
+		sum += v
+	}
+	fmt.Println(sum)
+	// Output: 30
+}
+
+// A caller that stops waiting selects on Done beside its context; the
+// function runs on, and the future completes later.
+func ExampleFuture_Done() {
+	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
+	defer p.Close()
+	release := make(chan struct{})
+	f := pool.Async(p, func(*pool.Worker) (string, error) {
+		<-release // slow work
+		return "done", nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller stops waiting
+	select {
+	case <-f.Done():
+		fmt.Println(f.Wait())
+	case <-ctx.Done():
+		fmt.Println(ctx.Err())
+	}
+
+	close(release)
+	<-f.Done()
+	fmt.Println(f.Wait())
+	// Output:
+	// context canceled
+	// done <nil>
+}
+
+// A node is a place to send work: softly (idle workers of other nodes may
+// help), or strictly (only its own workers run it).
+func ExamplePool_Node() {
+	p, _ := pool.New(pool.WithSpec("2x1"), pool.WithoutEnv()) // two NUMA nodes, even on one
+	defer p.Close()
+	node, _ := pool.Run(p.Node(1).Strict(), func(w *pool.Worker) (int, error) { return w.Node(), nil })
+	fmt.Println("ran on node", node)
+
+	done := make(chan int)
+	_ = p.Node(0).Strict().Submit(context.Background(), func(w *pool.Worker) { done <- w.Node() })
+	fmt.Println("ran on node", <-done)
+
+	err := p.Node(7).Submit(context.Background(), func(*pool.Worker) {})
+	fmt.Println(errors.Is(err, pool.ErrUnknownNode))
+	// Output:
+	// ran on node 1
+	// ran on node 0
+	// true
+}
+
+// A loop whose body can fail: the first error stops handing out pieces
+// and is returned.
+func ExamplePool_ParallelFor_error() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	defer p.Close()
+	records := make([]string, 1000)
+	for i := range records {
+		records[i] = "ok"
+	}
+	records[617] = "corrupt"
+	err := p.ParallelFor(context.Background(), len(records), 10, func(_ *pool.Worker, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			if records[i] != "ok" {
+				return fmt.Errorf("record %d: %s", i, records[i])
+			}
+		}
+		return nil
+	})
+	fmt.Println(err)
+	// Output: record 617: corrupt
+}
+
+// A float sum that comes out the same on every run: the chunks depend
+// only on n and grain, and their sums are combined in chunk order.
+func ExampleMapReduce() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	x := make([]float64, 1_000_000)
+	for i := range x {
+		x[i] = 1 / float64(i+1)
+	}
+	harmonic := func() float64 {
+		h, err := pool.MapReduce(context.Background(), p, len(x), 10_000,
+			func(_ *pool.Worker, lo, hi int) (float64, error) {
+				s := 0.0
+				for _, v := range x[lo:hi] {
+					s += v
+				}
+				return s, nil
+			},
+			func(a, b float64) float64 { return a + b })
+		if err != nil {
+			panic(err)
+		}
+		return h
+	}
+	first := harmonic()
+	fmt.Println(first)
+	fmt.Println(harmonic() == first) // bit for bit, whichever workers ran which chunks
+	// Output:
+	// 14.392726722865685
+	// true
+}
+
+// Each worker counts in a value of its own, on cache lines of its own;
+// the values are added up once the work is done.
+func ExamplePerWorker() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	counts := pool.NewPerWorker[int](p, nil)
+	_ = p.ParallelFor(context.Background(), 1_000_000, 0, func(w *pool.Worker, lo, hi int) error {
+		c := counts.Get(w) // only tasks on w touch it: no atomics, no sharing
+		for i := lo; i < hi; i++ {
+			if i%3 == 0 {
+				*c++
+			}
+		}
+		return nil
+	})
+	total := 0
+	for _, c := range counts.All() {
+		total += *c
+	}
+	fmt.Println(total)
+	// Output: 333334
+}
+
+// The first error cancels the group: functions that have not begun are
+// skipped. Functions started from outside begin in the order of the
+// calls, so a failure early in the order saves the rest.
+func ExamplePool_Group_cancel() {
+	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
+	defer p.Close()
+	g := p.Group(context.Background())
+	var began []int
+	for i := range 10 {
+		g.Go(func(*pool.Worker) error {
+			began = append(began, i) // one worker: no two functions at once
+			if i == 3 {
+				return errors.New("step 3 failed")
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	fmt.Println(err)
+	fmt.Println("began:", began)
+	// Output:
+	// step 3 failed
+	// began: [0 1 2 3]
+}
+
+// A panic comes back as a *PanicError: one line with %v, the stack too
+// with %+v.
+func ExamplePanicError() {
+	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
+	defer p.Close()
+	_, err := pool.Run(p, func(*pool.Worker) (int, error) {
+		panic("record 42: no closing quote")
+	})
+	var pe *pool.PanicError
+	fmt.Println(errors.As(err, &pe))
+	fmt.Println(err)
+	// Output:
+	// true
+	// pool: task panicked: record 42: no closing quote
+}

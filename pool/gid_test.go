@@ -2,10 +2,13 @@ package pool
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 )
@@ -225,4 +228,56 @@ func TestGIDMatchesTheWorkersOwner(t *testing.T) {
 	if w := p.workerOf(); w != nil {
 		t.Errorf("workerOf() outside the pool = worker %d", w.ID())
 	}
+}
+
+// Goroutines that reuse ended workers' g addresses are not taken for
+// workers.
+func gIDReuseAfterEnd(t *testing.T) {
+	for round := range 20 {
+		p := newTestPool(t, WithWorkers(2))
+		var ws [2]*Worker
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Add(1)
+			p.Submit(context.Background(), func(w *Worker) { mu.Lock(); ws[w.id] = w; mu.Unlock(); wg.Done() })
+		}
+		wg.Wait()
+		g := p.Group(context.Background())
+		p.Close()
+		var bad atomic.Int32
+		var wg2 sync.WaitGroup
+		for range 2000 {
+			wg2.Add(1)
+			go func() {
+				defer wg2.Done()
+				if p.workerOf() != nil {
+					bad.Add(1)
+				}
+				for _, w := range ws {
+					if w == nil {
+						continue
+					}
+					r := recovered(func() { w.Spawn(func(*Worker) {}) })
+					if s, _ := r.(string); !strings.HasPrefix(s, "pool:") {
+						bad.Add(1)
+					}
+				}
+				g.Go(func(*Worker) error { return nil })
+			}()
+		}
+		wg2.Wait()
+		if err := g.Wait(); !errors.Is(err, ErrClosed) {
+			t.Errorf("round %d: group on closed pool: %v", round, err)
+		}
+		if bad.Load() != 0 {
+			t.Fatalf("round %d: %d goroutines taken for workers", round, bad.Load())
+		}
+	}
+}
+
+// TestGIDAdversarial runs the adversarial cases of the g-pointer identity, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestGIDAdversarial(t *testing.T) {
+	t.Run("ReuseAfterEnd", gIDReuseAfterEnd)
 }

@@ -62,3 +62,78 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 		p.wakeForPending(searcher.group, nil)
 	}
 }
+
+// One task at a time, waited for: a lost wake-up would hang.
+func TestNoLostWakeups(t *testing.T) {
+	rounds := 100_000
+	if testing.Short() {
+		rounds = 10_000
+	}
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	done := make(chan struct{})
+	for i := range rounds {
+		var err error
+		if i%2 == 0 {
+			err = p.Submit(context.Background(), func(*Worker) { done <- struct{}{} })
+		} else {
+			err = p.Node(p.Nodes()[i%len(p.Nodes())]).Submit(context.Background(), func(w *Worker) {
+				w.Spawn(func(*Worker) { done <- struct{}{} })
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: task never ran (lost wake-up)", i)
+		}
+	}
+}
+
+// wakeMore wakes the sleepers of the group it names, up to the number it
+// is given, and no other group's: a loop's block queued from outside
+// starts its node's workers side by side.
+func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"), WithBlockTime(0))
+	defer p.Close()
+	parks := func() []uint64 {
+		deadline := time.Now().Add(hangBound)
+		for p.idle.unparked.Load() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d workers still awake", p.idle.unparked.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var n []uint64
+		for _, ws := range p.Stats().Workers {
+			n = append(n, ws.Parks)
+		}
+		return n
+	}
+	before := parks()
+	p.idle.wakeMore(0, 5)
+	after := parks()
+	for _, w := range p.workers {
+		woke := after[w.id] > before[w.id]
+		if want := w.group.index == 0; woke != want {
+			t.Errorf("worker %d of group %d woke: %v, want %v", w.id, w.group.index, woke, want)
+		}
+	}
+	before = after
+	p.idle.wakeMore(1, 1)
+	after = parks()
+	woken := 0
+	for _, w := range p.workers {
+		if after[w.id] > before[w.id] {
+			woken++
+			if w.group.index != 1 {
+				t.Errorf("worker %d of group %d woke for group 1", w.id, w.group.index)
+			}
+		}
+	}
+	if woken != 1 {
+		t.Errorf("wakeMore(1, 1) woke %d workers, want 1", woken)
+	}
+}

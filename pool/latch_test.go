@@ -113,23 +113,23 @@ func TestWaitersParkAndWake(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestPool(t, tc.opts...)
-			stop := watchdog(t, 12*hangBound, "the trees and Close")
-			defer stop()
-			for r := range rounds {
-				hits := make([]atomic.Int32, leaves)
-				err := onWorker(t, p, func(w *Worker) error { return waitTree(w, hits, 0, leaves, r) })
-				if err != nil {
-					t.Fatalf("round %d: %v", r, err)
-				}
-				for i := range hits {
-					if n := hits[i].Load(); n != 1 {
-						t.Fatalf("round %d: leaf %d ran %d times", r, i, n)
+			within(t, 12*hangBound, "the trees and Close", func() {
+				for r := range rounds {
+					hits := make([]atomic.Int32, leaves)
+					err := onWorker(t, p, func(w *Worker) error { return waitTree(w, hits, 0, leaves, r) })
+					if err != nil {
+						t.Fatalf("round %d: %v", r, err)
+					}
+					for i := range hits {
+						if n := hits[i].Load(); n != 1 {
+							t.Fatalf("round %d: leaf %d ran %d times", r, i, n)
+						}
 					}
 				}
-			}
-			if err := p.Close(); err != nil {
-				t.Fatal(err)
-			}
+				if err := p.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
 			t.Logf("%d parks", p.Stats().Total.Parks)
 		})
 	}
@@ -144,21 +144,21 @@ func TestFutureWaitersAllWake(t *testing.T) {
 	}
 	p := newTestPool(t, WithSpec("2x2"), WithBlockTime(0))
 	defer p.Close()
-	stop := watchdog(t, 4*hangBound, "the waits")
-	defer stop()
-	for r := range rounds {
-		release := make(chan struct{})
-		f := Async(p, func(*Worker) (int, error) { <-release; return r, nil })
-		const waiters = 3
-		var got [waiters]*Future[int]
-		for i := range got {
-			got[i] = Async(p, func(*Worker) (int, error) { return f.Wait() })
-		}
-		close(release)
-		for i, g := range got {
-			if v, err := g.Wait(); v != r || err != nil {
-				t.Fatalf("round %d, waiter %d: %d, %v", r, i, v, err)
+	within(t, 4*hangBound, "the waits", func() {
+		for r := range rounds {
+			release := make(chan struct{})
+			f := Async(p, func(*Worker) (int, error) { <-release; return r, nil })
+			const waiters = 3
+			var got [waiters]*Future[int]
+			for i := range got {
+				got[i] = Async(p, func(*Worker) (int, error) { return f.Wait() })
+			}
+			close(release)
+			for i, g := range got {
+				if v, err := g.Wait(); v != r || err != nil {
+					t.Fatalf("round %d, waiter %d: %d, %v", r, i, v, err)
+				}
 			}
 		}
-	}
+	})
 }

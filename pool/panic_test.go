@@ -355,3 +355,67 @@ func panicChildren(which string) {
 	}
 	os.Exit(4)
 }
+
+func TestPanicErrorFormat(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	var err error
+	within(t, hangBound, "Join with a panic", func() {
+		_, err = Run(p, func(w *Worker) (struct{}, error) {
+			return struct{}{}, w.Join(func(*Worker) { panicsWith("format-me") }, func(*Worker) {})
+		})
+	})
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Join = %v, want a *PanicError", err)
+	}
+	msg := pe.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "format-me") {
+		t.Errorf("Error() = %q, want one line with the panic value", msg)
+	}
+	if s := fmt.Sprintf("%v", pe); s != msg {
+		t.Errorf("%%v = %q, want Error() %q", s, msg)
+	}
+	if s := fmt.Sprintf("%s", pe); s != msg {
+		t.Errorf("%%s = %q, want Error() %q", s, msg)
+	}
+	full := fmt.Sprintf("%+v", pe)
+	if !strings.HasPrefix(full, msg+"\n") || !strings.Contains(full, "panicsWith") {
+		t.Errorf("%%+v does not show the message and then the stack with the panicking function:\n%s", full)
+	}
+	// Inside a wrapping error %+v of the outer error is one line: fmt does
+	// not pass the flag through %w. Log it for the reader.
+	t.Logf("wrapped: %+v", fmt.Errorf("outer: %w", pe))
+}
+
+func TestPanicGoesToHandlerAndWorkerLives(t *testing.T) {
+	var got atomic.Value
+	p := newTestPool(t, WithWorkers(1), WithPanicHandler(func(v any, stack []byte) {
+		got.Store(fmt.Sprintf("%v|%s", v, stack))
+	}))
+	_ = p.Submit(context.Background(), func(*Worker) { panic("boom") })
+	var after atomic.Bool
+	_ = p.Submit(context.Background(), func(*Worker) { after.Store(true) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := got.Load().(string)
+	if !strings.HasPrefix(s, "boom|") || !strings.Contains(s, "panic_test.go") {
+		t.Errorf("handler got %q", s)
+	}
+	if !after.Load() {
+		t.Error("the worker did not live on after a panic")
+	}
+}
+
+// Without a handler a task's panic fails the process, like an unrecovered
+// panic in a goroutine.
+func TestPanicWithoutHandlerCrashes(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "NUMAPOOL_TEST_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "unhandled-boom") {
+		t.Errorf("child: %v\n%s", err, out)
+	}
+}

@@ -2,7 +2,11 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,16 +46,16 @@ func TestStealCountersNeverExceedTasksRun(t *testing.T) {
 						w.Spawn(func(w *Worker) { tree(w, d-1) })
 					}
 				}
-				stop := watchdog(t, hangBound, "the fan-out and Close")
-				for range roots {
-					if err := p.Submit(context.Background(), func(w *Worker) { tree(w, depth) }); err != nil {
+				within(t, hangBound, "the fan-out and Close", func() {
+					for range roots {
+						if err := p.Submit(context.Background(), func(w *Worker) { tree(w, depth) }); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := p.Close(); err != nil {
 						t.Fatal(err)
 					}
-				}
-				if err := p.Close(); err != nil {
-					t.Fatal(err)
-				}
-				stop()
+				})
 				if ran.Load() != want {
 					t.Fatalf("round %d: %d tasks ran, want %d", round, ran.Load(), want)
 				}
@@ -99,28 +103,28 @@ func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	}
 	slow := split[0] // node 0's block takes a few ms, node 1's no time
 	var offNode atomic.Int64
-	stop := watchdog(t, hangBound, "the loops and Close")
-	for range 5 {
-		err := p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
-			for i := lo; i < hi; i++ {
-				if nodeOf[i] != w.Node() {
-					offNode.Add(1)
+	within(t, hangBound, "the loops and Close", func() {
+		for range 5 {
+			err := p.ParallelFor(context.Background(), n, grain, func(w *Worker, lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					if nodeOf[i] != w.Node() {
+						offNode.Add(1)
+					}
 				}
-			}
-			if lo >= slow.Lo && lo < slow.Hi {
-				for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
+				if lo >= slow.Lo && lo < slow.Hi {
+					for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*time.Microsecond; {
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
+		}
+		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	stop()
+	})
 	st := p.Stats().Total
 	t.Logf("%d cross-node steals of %d tasks, %d steals sent home, %d tasks sent home",
 		st.StealsCrossNode, st.TasksStolenCrossNode, st.CrossNodeSentHome, st.SentHome)
@@ -137,4 +141,181 @@ func TestStrictLoopCrossNodeSentHomeAreNotCrossNode(t *testing.T) {
 	if st.SentHome < st.CrossNodeSentHome {
 		t.Errorf("%d steals sent home, but only %d tasks sent home", st.CrossNodeSentHome, st.SentHome)
 	}
+}
+
+var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// jsonKeys calls bad for every object key under v that is not snake_case.
+func jsonKeys(v any, path string, bad func(path string)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if !snakeKey.MatchString(k) {
+				bad(path + "." + k)
+			}
+			jsonKeys(e, path+"."+k, bad)
+		}
+	case []any:
+		for i, e := range x {
+			jsonKeys(e, fmt.Sprintf("%s[%d]", path, i), bad)
+		}
+	}
+}
+
+func TestStatsJSON(t *testing.T) {
+	const tasks, panics = 100, 3
+	var handled atomic.Int32
+	p := newTestPool(t, WithSpec("2x1"), WithPanicHandler(func(any, []byte) { handled.Add(1) }))
+	var wg sync.WaitGroup
+	wg.Add(tasks)
+	for i := range tasks {
+		if err := p.Submit(context.Background(), func(*Worker) {
+			defer wg.Done()
+			if i%40 == 0 { // 0, 40, 80
+				panic("stats")
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, hangBound, "the workload", wg.Wait)
+
+	raw, err := json.Marshal(p.Stats())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	jsonKeys(doc, "", func(k string) { bad = append(bad, k) })
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		bad = slices.Compact(bad)
+		t.Errorf("keys not in snake_case: %v", bad)
+	}
+	has := func(obj any, where string, keys ...string) {
+		m, _ := obj.(map[string]any)
+		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%s has no %q: %s", where, k, raw)
+			}
+		}
+	}
+	has(doc, "the stats", "submitted", "queued", "busy_workers", "total", "nodes", "workers")
+	has(doc["total"], "total", "completed", "panicked", "tasks_run")
+	nodes, _ := doc["nodes"].([]any)
+	if len(nodes) != 2 {
+		t.Fatalf("nodes: %s", raw)
+	}
+	for i, n := range nodes {
+		has(n, fmt.Sprintf("nodes[%d]", i), "node", "submitted", "queued", "busy_workers", "completed", "panicked")
+	}
+
+	// Running and Queued are read at the call. Idle, the workers park.
+	if !eventually(hangBound, func() bool { st := p.Stats(); return st.BusyWorkers == 0 && st.Queued == 0 }) {
+		st := p.Stats()
+		t.Errorf("idle pool: running %d, queued %d; want 0, 0", st.BusyWorkers, st.Queued)
+	}
+	// Hold both workers, and queue strict work behind node 0's.
+	hold := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(2)
+	for _, id := range p.Nodes() {
+		if err := p.Node(id).Strict().Submit(context.Background(), func(*Worker) { held.Done(); <-hold }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, hangBound, "holding both workers", held.Wait)
+	for range 5 {
+		if err := p.Node(p.Nodes()[0]).Strict().Submit(context.Background(), func(*Worker) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := p.Stats()
+	if st.BusyWorkers != 2 || st.Queued != 5 || st.Nodes[0].Queued != 5 || st.Nodes[1].Queued != 0 {
+		t.Errorf("with both workers held and 5 tasks queued on node %d: running %d, queued %d (per node %d, %d); want 2, 5 (5, 0)",
+			p.Nodes()[0], st.BusyWorkers, st.Queued, st.Nodes[0].Queued, st.Nodes[1].Queued)
+	}
+	close(hold)
+
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = p.Stats()
+	const all = tasks + 2 + 5
+	if st.Submitted < all {
+		t.Errorf("submitted %d, want at least %d", st.Submitted, all)
+	}
+	if st.Total.TasksRun != all || st.Total.Completed != st.Total.TasksRun {
+		t.Errorf("after Close: tasks_run %d, completed %d; want %d, %d", st.Total.TasksRun, st.Total.Completed, all, all)
+	}
+	if st.Total.Panicked != panics || handled.Load() != panics {
+		t.Errorf("after Close: panicked %d, handler called %d times; want %d", st.Total.Panicked, handled.Load(), panics)
+	}
+	var sub, done, pan uint64
+	for _, n := range st.Nodes {
+		sub += n.Submitted
+		done += n.Completed
+		pan += n.Panicked
+	}
+	if sub != st.Submitted || done != st.Total.Completed || pan != st.Total.Panicked {
+		t.Errorf("per node sums %d, %d, %d differ from the totals %d, %d, %d",
+			sub, done, pan, st.Submitted, st.Total.Completed, st.Total.Panicked)
+	}
+	if st.Queued != 0 {
+		t.Errorf("after Close: queued %d, want 0", st.Queued)
+	}
+}
+
+// After Close no worker runs a task, so Running is 0, as it is in an idle
+// pool whose workers have parked. (Running is the workers neither parked
+// nor searching; a worker that ends leaves the parked set, so an ended
+// worker reads as running.)
+func TestStatsRunningIsZeroAfterClose(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	for range 10 {
+		if err := p.Submit(context.Background(), func(*Worker) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !eventually(hangBound, func() bool { return p.Stats().BusyWorkers == 0 }) {
+		t.Errorf("idle pool: running %d, want 0", p.Stats().BusyWorkers)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.BusyWorkers != 0 || st.Nodes[0].BusyWorkers != 0 || st.Nodes[1].BusyWorkers != 0 {
+		t.Errorf("after Close: running %d (per node %d, %d), want 0: no worker is running a task",
+			st.BusyWorkers, st.Nodes[0].BusyWorkers, st.Nodes[1].BusyWorkers)
+	}
+}
+
+// Stats.Submitted matches TasksRun with loops called from inside tasks.
+func statsSubmittedInnerLoop(t *testing.T) {
+	for _, spec := range []string{"", "2x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, specOpts(spec)...)
+			for range 20 {
+				_ = p.Submit(context.Background(), func(w *Worker) {
+					_ = w.Pool().ParallelFor(context.Background(), 10000, 10, func(w *Worker, lo, hi int) error { spinFor(time.Microsecond); return nil })
+				})
+			}
+			p.Close()
+			st := p.Stats()
+			t.Logf("Submitted %d, TasksRun %d, Completed %d, Spawned %d, SentHome %d, Abandoned %d",
+				st.Submitted, st.Total.TasksRun, st.Total.Completed, st.Total.Spawned, st.Total.SentHome, st.Abandoned)
+			if st.Submitted != st.Total.TasksRun+st.Abandoned {
+				t.Errorf("after Close: Submitted %d != TasksRun %d + Abandoned %d", st.Submitted, st.Total.TasksRun, st.Abandoned)
+			}
+		})
+	}
+}
+
+// TestStatsAdversarial runs the adversarial cases of the counters, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestStatsAdversarial(t *testing.T) {
+	t.Run("SubmittedInnerLoop", statsSubmittedInnerLoop)
 }

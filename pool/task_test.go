@@ -2,11 +2,10 @@ package pool
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/numapool/numapool/queue"
 )
@@ -100,55 +99,62 @@ func TestQueuesHoldFunctions(t *testing.T) {
 	}
 }
 
-// A worker that waits inside a task when a Shutdown gives up drops the
-// queues and the shards itself (dropQueued) and counts what it drops:
-// function items (plain tasks queued without a record) as well as
-// records. Shutdown then reports every one of them.
-func TestDropQueuedCountsFunctionItems(t *testing.T) {
-	p := newTestPool(t, WithSpec("1x1"))
-	node := p.Nodes()[0]
-	started, proceed := make(chan struct{}), make(chan struct{})
-	var ran atomic.Int32
-	var waitErr error
-	if err := p.Submit(context.Background(), func(w *Worker) {
-		close(started)
-		<-proceed // the Shutdown has given up
-		f := Async(w.Pool().Node(node), func(*Worker) (int, error) { ran.Add(1); return 0, nil })
-		_, waitErr = f.Wait() // helps: drops everything queued instead
-	}); err != nil {
-		t.Fatal(err)
+// Records pass between workers through the stash while several producers
+// spawn at once: each wave, every worker makes a fan of tasks that the
+// others steal and run, so records made on one worker are reused on
+// another, and full batches are given and taken concurrently. Each task
+// runs exactly once per wave.
+func taskStashConcurrentProducers(t *testing.T) {
+	for _, spec := range []string{"2x2", "4x1", "2x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
+			const fan = 2*freeBatch + 37 // more than a worker's own list holds
+			producers := p.Workers()
+			counts := make([]atomic.Int32, producers*fan)
+			var wg sync.WaitGroup
+			waves := 12
+			if testing.Short() {
+				waves = 4
+			}
+			for wave := range waves {
+				wg.Add(producers * fan)
+				for pi := range producers {
+					node := p.Nodes()[pi%len(p.Nodes())]
+					err := p.Node(node).Strict().Submit(context.Background(), func(w *Worker) {
+						for i := range fan {
+							k := pi*fan + i
+							fn := func(*Worker) { counts[k].Add(1); wg.Done() }
+							if i%5 == 4 {
+								// a task that spawns again: a record is reused
+								// by the worker that stole it, at once
+								w.Spawn(func(w *Worker) { w.Spawn(fn) })
+								continue
+							}
+							w.Spawn(fn)
+						}
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				within(t, hangBound, fmt.Sprintf("wave %d", wave), wg.Wait)
+				for k := range counts {
+					if got := counts[k].Load(); got != int32(wave+1) {
+						t.Fatalf("wave %d: task %d ran %d times in all, want %d", wave, k, got, wave+1)
+					}
+				}
+			}
+			p.stash.mu.Lock()
+			full := len(p.stash.full)
+			p.stash.mu.Unlock()
+			t.Logf("stash holds %d full batches", full)
+		})
 	}
-	<-started // the only worker is busy: what follows stays queued
-	const n = 10
-	for range n {
-		if err := p.Submit(context.Background(), func(*Worker) { ran.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	expired, cancel := context.WithCancel(context.Background())
-	cancel()
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := p.Shutdown(expired)
-		done <- result{n, err}
-	}()
-	for !p.aborted() {
-		time.Sleep(100 * time.Microsecond)
-	}
-	close(proceed)
-	var r result
-	within(t, 10*time.Second, "Shutdown", func() { r = <-done })
-	if r.n != n+1 || !errors.Is(r.err, context.Canceled) {
-		t.Errorf("Shutdown = %d, %v; want %d abandoned (%d plain tasks, one Future)", r.n, r.err, n+1, n)
-	}
-	if !errors.Is(waitErr, ErrAbandoned) {
-		t.Errorf("the Future dropped while its waiter helped returned %v, want ErrAbandoned", waitErr)
-	}
-	if got := ran.Load(); got != 0 {
-		t.Errorf("%d dropped tasks ran", got)
-	}
+}
+
+// TestTaskAdversarial runs the adversarial cases of task records and their reuse, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestTaskAdversarial(t *testing.T) {
+	t.Run("StashConcurrentProducers", taskStashConcurrentProducers)
 }

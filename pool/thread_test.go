@@ -1,12 +1,18 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -165,5 +171,112 @@ func TestGoexitReplacesTheThread(t *testing.T) {
 	within(t, hangBound, "Close", func() { err = p.Close() })
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// With the goroutines binding the workers are plain goroutines: no
+// thread locked, bound or recorded, and Explain says so; every other
+// binding locks each worker to a thread. Fork-join, spawns and outside
+// submissions all run, each exactly once, up to Close.
+func TestGoroutineWorkersAreNotLocked(t *testing.T) {
+	for _, b := range []pin.Binding{pin.Goroutines, pin.None} {
+		p := newTestPool(t, WithSpec("2x2"), WithBinding(b))
+		for _, w := range p.workers {
+			if locked := w.thread != nil; locked != (b != pin.Goroutines) {
+				t.Errorf("binding %v: worker %d locked to a thread: %v", b, w.id, locked)
+			}
+			if b == pin.Goroutines && (int(w.tid.Load()) != 0 || !w.bound.IsEmpty() || w.spreadable().Len() != 0) {
+				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, int(w.tid.Load()), w.bound)
+			}
+		}
+		ex := p.Explain()
+		if onAny := strings.Count(ex, "a goroutine on any thread and CPU"); (b == pin.Goroutines) != (onAny == 4) {
+			t.Errorf("binding %v: Explain names %d workers as goroutines:\n%s", b, onAny, ex)
+		}
+		const outside, spawns = 2000, 8
+		ran := make([]atomic.Int32, outside*(spawns+1))
+		var wg sync.WaitGroup
+		wg.Add(len(ran))
+		for i := range outside {
+			err := p.Submit(context.Background(), func(w *Worker) {
+				ran[i].Add(1)
+				wg.Done()
+				for k := range spawns {
+					w.Spawn(func(*Worker) { ran[outside+i*spawns+k].Add(1); wg.Done() })
+				}
+				if i%100 == 0 {
+					x, y, err := Fork(w, fibFork, fibArg{18, 6}, fibFork, fibArg{17, 6})
+					if n := x + y; err != nil || n != fibSeq(18)+fibSeq(17) {
+						t.Errorf("Fork in task %d: %d, %v", i, x+y, err)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		within(t, 10*time.Second, "tasks", wg.Wait)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ran {
+			if n := ran[i].Load(); n != 1 {
+				t.Fatalf("binding %v: task %d ran %d times", b, i, n)
+			}
+		}
+	}
+}
+
+// A locked worker runs every task on its thread; a goroutine worker has
+// nothing to place, so a placement that cannot be made (a topology whose
+// CPU list lacks a CPU it allows) leaves it unlocked and undegraded, even
+// WithStrict, while a locked worker runs unbound and says so.
+func TestWorkerThreadsByBinding(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skip("needs Linux thread IDs and two CPUs")
+	}
+	p := newTestPool(t, WithWorkers(2), WithBinding(pin.None))
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		_ = p.Submit(context.Background(), func(w *Worker) {
+			defer wg.Done()
+			runtime.Gosched()
+			if tid := threadID(); tid != int(w.tid.Load()) {
+				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, int(w.tid.Load()), tid)
+			}
+		})
+	}
+	wg.Wait()
+	_ = p.Close()
+
+	broken := func() *topology.Topology {
+		topo := topology.Fallback("test")
+		topo.CPUs = topo.CPUs[:len(topo.CPUs)-1] // still allowed, no longer a CPU of it
+		return topo
+	}
+	// Two workers, whatever GOMAXPROCS: the second gets the missing CPU.
+	locked := newTestPool(t, WithTopology(broken()), WithWorkers(2), WithBinding(pin.NUMADomains))
+	if ex := locked.Explain(); !strings.Contains(ex, "runs unbound") {
+		t.Errorf("a locked worker that could not be placed is not reported:\n%s", ex)
+	}
+	_ = locked.Close()
+	// Goroutine workers need no CPU of their own, so the missing CPU is no
+	// degradation for them (the fallback's own note is taken away: under
+	// WithRequiredPlacement it would fail New by itself).
+	quiet := broken()
+	quiet.Degraded = nil
+	free, err := New(WithoutEnv(), WithTopology(quiet), WithWorkers(2), WithBinding(pin.Goroutines), WithRequiredPlacement())
+	if err != nil {
+		t.Fatalf("goroutine workers refused: %v", err)
+	}
+	defer free.Close()
+	for _, w := range free.workers {
+		if w.thread != nil || int(w.tid.Load()) != 0 {
+			t.Errorf("goroutine worker %d locked to thread %d", w.id, int(w.tid.Load()))
+		}
+	}
+	if ex := free.Explain(); strings.Contains(ex, "runs unbound") {
+		t.Errorf("goroutine workers degraded:\n%s", ex)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/numapool/numapool/pin"
 )
@@ -76,49 +75,46 @@ func threadLimitChild(t *testing.T, v string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchdog := time.AfterFunc(3*hangBound, func() {
-		dumpGoroutines()
-		panic("child: hung")
-	})
-	defer watchdog.Stop()
-	debug.SetMaxThreads(limit)
-	noEnv := func(string) (string, bool) { return "", false }
+	within(t, 3*hangBound, "the child", func() {
+		debug.SetMaxThreads(limit)
+		noEnv := func(string) (string, bool) { return "", false }
 
-	_, err = newPool([]Option{WithWorkers(limit)}, noEnv)
-	var le *workerLimitError
-	if !errors.Is(err, ErrTooManyWorkers) || !errors.As(err, &le) {
-		t.Fatalf("New with %d workers under a limit of %d threads: %v, want ErrTooManyWorkers", limit, limit, err)
-	}
-	for _, want := range []string{
-		fmt.Sprintf("%d workers", limit),
-		fmt.Sprintf("at most %d more", le.room),
-		fmt.Sprintf("limit of %d threads", limit),
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
+		_, err = newPool([]Option{WithWorkers(limit)}, noEnv)
+		var le *workerLimitError
+		if !errors.Is(err, ErrTooManyWorkers) || !errors.As(err, &le) {
+			t.Fatalf("New with %d workers under a limit of %d threads: %v, want ErrTooManyWorkers", limit, limit, err)
 		}
-	}
-	if le.room <= 0 || le.room >= limit {
-		t.Fatalf("room %d under a limit of %d threads", le.room, limit)
-	}
+		for _, want := range []string{
+			fmt.Sprintf("%d workers", limit),
+			fmt.Sprintf("at most %d more", le.room),
+			fmt.Sprintf("limit of %d threads", limit),
+		} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if le.room <= 0 || le.room >= limit {
+			t.Fatalf("room %d under a limit of %d threads", le.room, limit)
+		}
 
-	p, err := newPool([]Option{WithWorkers(le.room)}, noEnv)
-	if err != nil {
-		t.Fatalf("New with the %d workers the error allowed: %v", le.room, err)
-	}
-	onEveryWorker(t, p)
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
+		p, err := newPool([]Option{WithWorkers(le.room)}, noEnv)
+		if err != nil {
+			t.Fatalf("New with the %d workers the error allowed: %v", le.room, err)
+		}
+		onEveryWorker(t, p)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
 
-	p, err = newPool([]Option{WithWorkers(2 * limit), WithBinding(pin.Goroutines)}, noEnv)
-	if err != nil {
-		t.Fatalf("New with %d goroutine workers under a limit of %d threads: %v", 2*limit, limit, err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("child: room=%d\n", le.room)
+		p, err = newPool([]Option{WithWorkers(2 * limit), WithBinding(pin.Goroutines)}, noEnv)
+		if err != nil {
+			t.Fatalf("New with %d goroutine workers under a limit of %d threads: %v", 2*limit, limit, err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("child: room=%d\n", le.room)
+	})
 }
 
 // onEveryWorker runs one task on each of p's workers at once: each waits
