@@ -65,7 +65,7 @@ func TestSlurmCoresPerRank(t *testing.T) {
 		out := string(b)
 		t.Logf("numapool explain, rank %d:\n%s", i, out)
 		wantLines(t, fmt.Sprint("numapool explain of rank ", i), out,
-			"node groups", fmt.Sprintf("rank %d (local %d) of 2, cpu-bind=mask_cpu:", i, i), "launcher: slurm job")
+			"nodes; topology", fmt.Sprintf("rank %d (local %d) of 2, cpu-bind=mask_cpu:", i, i), "launcher: slurm job")
 		if m := regexp.MustCompile(`numapool: (\d+) workers`).FindStringSubmatch(out); m == nil || m[1] != fmt.Sprint(rs[i].Allowed.Len()) {
 			t.Errorf("rank %d: explain's worker count %v, want %d", i, m, rs[i].Allowed.Len())
 		}
@@ -153,7 +153,7 @@ func TestSlurmSyntheticNodes(t *testing.T) {
 			if r.Allowed.Len() != 1 || len(r.Groups) != 1 || r.Groups[0] != node || len(r.Workers) != 1 {
 				t.Errorf("%v%v: rank %d on CPU %s: groups %v and %d workers, want node %d alone", how.env, how.args, r.Launch.Rank, r.Allowed, r.Groups, len(r.Workers), node)
 			}
-			wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 workers on 1 node groups")
+			wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 workers on 1 nodes")
 			noWarnings(t, r)
 		}
 	}

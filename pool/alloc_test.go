@@ -58,7 +58,7 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 	past := slices.Max(p.Nodes()) + 1
 	t.Run("not the pool's", func(t *testing.T) {
 		_, _, err := AllocOnNode[float64](p.Node(past), 1000)
-		wantUnknownMemoryNode(t, err, fmt.Sprintf("AllocOnNode(node -1, 1000): pool: no worker group for node: %d (the pool's nodes: %v)", past, p.Nodes()))
+		wantUnknownMemoryNode(t, err, fmt.Sprintf("AllocOnNode(node -1, 1000): pool: unknown node: %d (the pool's nodes: %v)", past, p.Nodes()))
 	})
 	t.Run("memory not allowed", func(t *testing.T) {
 		defer func(old func() topology.CPUSet) { memoryNodes = old }(memoryNodes)
@@ -101,7 +101,7 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 	t.Run("synthetic node on two real nodes", func(t *testing.T) {
 		sp := newTestPool(t, WithSpec("1x2"), WithWorkers(1))
 		defer sp.Close()
-		cpus := sp.topo.OSCPUs(sp.groups[0].node.CPUs)
+		cpus := sp.topo.OSCPUs(sp.domains[0].node.CPUs)
 		if cpus.Len() < 2 {
 			t.Skipf("synthetic node on OS CPUs %s: needs two", cpus)
 		}

@@ -2,7 +2,7 @@
 // the NUMA node it was given to.
 //
 // New discovers the machine (or takes a topology or a synthetic spec),
-// makes one worker group per NUMA node that has CPUs the process may use,
+// makes one domain per NUMA node that has CPUs the process may use,
 // and starts workers: goroutines locked to OS threads bound to their
 // node's CPUs (OpenMP's numa_domains by default; cores, threads,
 // ll_caches or none by option; or, with pin.Goroutines, plain goroutines

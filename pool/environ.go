@@ -119,7 +119,7 @@ func (p *sched) displayAffinity(w io.Writer) {
 			bound = "none (" + p.cfg.binding.String() + ")"
 		}
 		fmt.Fprintf(&b, "numapool: pid %d tid %d node %d worker %d cpu %d bound to %s\n",
-			pid, wk.tid.Load(), wk.group.node.ID, wk.id, wk.cpu, bound)
+			pid, wk.tid.Load(), wk.domain.node.ID, wk.id, wk.cpu, bound)
 	}
 	io.WriteString(w, b.String())
 }

@@ -12,7 +12,7 @@ import (
 
 // Explain describes the pool's placement for people, as
 // OMP_DISPLAY_AFFINITY does: the topology it was built on, each node
-// group and its workers with their CPUs and binding, the victim order,
+// domain and its workers with their CPUs and binding, the victim order,
 // and what was degraded and why; then, when something narrowed the
 // process's CPUs, where they came from (launch.Detect: Slurm, Open MPI, a
 // cgroup cpuset, an affinity mask) and a warning for each setting of the
@@ -20,8 +20,8 @@ import (
 func (p *Pool) Explain() string {
 	var b strings.Builder
 	t := p.topo
-	fmt.Fprintf(&b, "numapool: %d workers on %d node groups; topology %s; binding %s; stealing %s\n",
-		len(p.workers), len(p.groups), t.Source, p.cfg.binding, p.cfg.mode)
+	fmt.Fprintf(&b, "numapool: %d workers on %d nodes; topology %s; binding %s; stealing %s\n",
+		len(p.workers), len(p.domains), t.Source, p.cfg.binding, p.cfg.mode)
 	interval := fmt.Sprintf("self-tuned (start %d, %d..%d, ~%v of work)", initialInterval, minInterval, maxInterval, targetLookEvery)
 	if p.cfg.interval > 0 {
 		interval = fmt.Sprint(p.cfg.interval)
@@ -31,7 +31,7 @@ func (p *Pool) Explain() string {
 	if strings.HasPrefix(t.Source, "synthetic:") {
 		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode places a node's on the real node its CPUs are on (memory nodes %s), and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
 	}
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
 		if g.node.MemoryBytes > 0 {
 			fmt.Fprintf(&b, ", %d MiB memory", g.node.MemoryBytes>>20)
@@ -39,7 +39,7 @@ func (p *Pool) Explain() string {
 		var near []string
 		for i, d := range g.dist {
 			if i != g.index {
-				near = append(near, fmt.Sprintf("%d:%d", p.groups[i].node.ID, d))
+				near = append(near, fmt.Sprintf("%d:%d", p.domains[i].node.ID, d))
 			}
 		}
 		if len(near) > 0 {

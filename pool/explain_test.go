@@ -24,7 +24,7 @@ func TestStatsAndExplain(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	ex := p.Explain()
-	for _, want := range []string{"2 workers on 2 node groups", "synthetic:2x1", "numa_domains", "hierarchical", "node 0", "node 1", "worker 1"} {
+	for _, want := range []string{"2 workers on 2 nodes", "synthetic:2x1", "numa_domains", "hierarchical", "node 0", "node 1", "worker 1"} {
 		if !strings.Contains(ex, want) {
 			t.Errorf("Explain lacks %q:\n%s", want, ex)
 		}

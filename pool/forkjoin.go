@@ -34,7 +34,7 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
 	done.w = w // before the offer, which publishes it to the thief
 	w.joinSlot.Store(bt)
-	w.spawned(w.group)
+	w.spawned(w.domain)
 	errA := catch(w, a)
 	if w.joinSlot.CompareAndSwap(bt, nil) {
 		if w.pool.aborted() {

@@ -242,7 +242,7 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	g.mu.Lock()
 	g.fifo = append(g.fifo, gt)
 	g.mu.Unlock()
-	if err := g.pool.push(context.Background(), g.pool.nextGroup(), gt.item(), true); err != nil {
+	if err := g.pool.push(context.Background(), g.pool.nextDomain(), gt.item(), true); err != nil {
 		g.refuse(gt, err)
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 //  2. A task made available (pushed to a shard, a run queue, a LIFO or
 //     join slot) is followed by notify, which wakes a sleeper only when
 //     nobody searches that will find the task: no searcher of the
-//     task's group, and no searcher at all when the group has no sleeper
+//     task's domain, and no searcher at all when the domain has no sleeper
 //     to wake. A woken worker starts out searching, so a burst of
 //     submissions wakes one worker, not a crowd. The one exception is a
 //     loop queued from outside (wakeMore): it wakes as many of the node's
@@ -56,7 +56,7 @@ import (
 // yet zero in that order, and the worker that brings it to zero
 // re-checks after the task was stored: by rule 3 if it parks, and in
 // run (queuedAnywhere) if it stopped because it found a task. (A parker
-// that keeps off the task's group wakes one of the group's sleepers for
+// that keeps off the task's domain wakes one of the domain's sleepers for
 // it or looks again when the keep-off ends: the task waits at most that
 // long.) A plain (non-atomic) flag on either side would break this: the
 // two loads could both miss.
@@ -86,8 +86,8 @@ import (
 // hand-offs each to a pool that parks between them, under -race and with
 // 4-slot queues in CI), TestIdleCPU (a parked pool costs no CPU).
 //
-// The worker states. Below, S is idle.searching, gS the worker's group's
-// searching, U idle.unparked and gZ the group's sleeping; each change is
+// The worker states. Below, S is idle.searching, gS the worker's domain's
+// searching, U idle.unparked and gZ the domain's sleeping; each change is
 // one atomic add, made in the order written. Parked and timed park are
 // one state: a worker that keeps off a node (keepOff) parks timed, and
 // Worker.sleep also wakes it when the first keep-off ends.
@@ -145,7 +145,7 @@ import (
 // and looks at its condition between tasks and, once registered parked,
 // before it sleeps. It sleeps through the same protocol (toParked, the
 // re-check, the token) and is woken by whoever completes what it waits
-// for (the thief that ran b, the group's last function, the future's
+// for (the thief that ran b, the Group's last function, the future's
 // completer, the loop's last piece), which takes it off the sleepers
 // (gZ-1, U+1) without counting it as searching: it goes back to its
 // task. A search it leaves because the condition holds ends as in (4),
@@ -153,17 +153,17 @@ import (
 // worker ends only once that task returns.
 //
 // The invariant gS <= S. notifyFrom's per-node fast path returns when
-// the task's group has a searcher (gS != 0) without reading S. By the
+// the task's domain has a searcher (gS != 0) without reading S. By the
 // handshake above that is safe only if S is nonzero too at that point of
 // the total order: then the worker that brings S to 0 does so after the
-// task was stored, and re-checks. The update order keeps every group's
+// task was stored, and re-checks. The update order keeps every domain's
 // gS, and their sum, at most S at every point: S is incremented first
 // and decremented last. tryStartSearching and unparkLocked add to S
 // before gS; stopSearching and toParked take from gS before S. So a load
 // that sees gS != 0 comes before that searcher's S-1, while S > 0. What
 // a reader can see in between, and why it is harmless:
 //   - S+1 made, gS+1 not yet (a search starting, a worker being woken):
-//     notifyFrom sees gS == 0 and reads on. With a sleeper in the group
+//     notifyFrom sees gS == 0 and reads on. With a sleeper in the domain
 //     it may wake it, a wake-up more than needed, which only adds a
 //     searcher (rule 2); without one it returns on S != 0, and whoever
 //     brings S to 0 later re-checks.
@@ -176,8 +176,8 @@ import (
 //     sleeper for nothing.
 //
 // The decrement order is the one the handshake cannot do without. Were S
-// taken first, a searcher A of group g could take S from 2 to 1 while B,
-// of another group, brought it to 0 and re-checked before the task was
+// taken first, a searcher A of domain g could take S from 2 to 1 while B,
+// of another domain, brought it to 0 and re-checked before the task was
 // stored; notify would then see A's gS == 1 and return, and A, not the
 // last, would park without a re-check, leaving the task with every
 // worker asleep. The increment order keeps the invariant while a search
@@ -189,7 +189,7 @@ type idle struct {
 	n         int32
 
 	mu       sync.Mutex
-	sleepers [][]*Worker // per group, a stack of parked workers
+	sleepers [][]*Worker // per domain, a stack of parked workers
 	parked   []bool      // per worker
 	// Per worker, while parked: it waits inside a task (latch.go), so a
 	// task is on its stack and the pool is not quiet (drainIfQuiet).
@@ -198,26 +198,26 @@ type idle struct {
 	// Per worker, once taken off the lists: notify took it, counting it
 	// as searching (else it counts as awake and not searching).
 	searchWake []bool
-	nearest    [][]int // per group, the groups by distance, itself first
+	nearest    [][]int // per domain, the domains by distance, itself first
 }
 
 func (id *idle) init(p *sched) {
 	id.p = p
 	id.n = int32(len(p.workers))
 	id.unparked.Store(id.n)
-	id.sleepers = make([][]*Worker, len(p.groups))
+	id.sleepers = make([][]*Worker, len(p.domains))
 	id.parked = make([]bool, len(p.workers))
 	id.waiting = make([]bool, len(p.workers))
 	id.searchWake = make([]bool, len(p.workers))
-	for _, g := range p.groups {
-		order := make([]int, 0, len(p.groups))
+	for _, g := range p.domains {
+		order := make([]int, 0, len(p.domains))
 		order = append(order, g.index)
-		for d := range p.groups {
+		for d := range p.domains {
 			if d != g.index {
 				order = append(order, d)
 			}
 		}
-		// stable by distance, the group itself (distance 10) first
+		// stable by distance, the domain itself (distance 10) first
 		for i := 1; i < len(order); i++ {
 			for j := i; j > 1 && g.dist[order[j]] < g.dist[order[j-1]]; j-- {
 				order[j], order[j-1] = order[j-1], order[j]
@@ -231,7 +231,7 @@ func (id *idle) init(p *sched) {
 // already do. The check and the increment are not one step, so now and
 // then one more searcher gets in: the limit is an optimisation, not an
 // invariant.
-func (id *idle) tryStartSearching(g *group) bool {
+func (id *idle) tryStartSearching(g *domain) bool {
 	if 2*id.searching.Load() >= id.n {
 		return false
 	}
@@ -242,31 +242,31 @@ func (id *idle) tryStartSearching(g *group) bool {
 
 // stopSearching ends a search; it reports whether the caller was the last
 // searcher.
-func (id *idle) stopSearching(g *group) bool {
+func (id *idle) stopSearching(g *domain) bool {
 	g.searching.Add(-1)
 	return id.searching.Add(-1) == 0
 }
 
-// notify wakes a parked worker for new work in group g, unless a worker
+// notify wakes a parked worker for new work in domain g, unless a worker
 // is searching that will find it: one of g's own, or, when g has no
 // sleeper to wake, any. A searcher of another node would take the work
 // across nodes, so it does not stop g's sleepers from being woken.
 func (id *idle) notify(g int) { id.notifyFrom(g, id.nearest[g]) }
 
 // notifyOwn is notify for work that only g's workers may run (pinned) or
-// should (a soft task sent home): it wakes none of another group's, which
+// should (a soft task sent home): it wakes none of another domain's, which
 // would leave the work alone and park again. If none of g's workers
 // sleeps, they are all awake and get to it (rule 3).
 func (id *idle) notifyOwn(g int) {
-	if id.p.groups[g].sleeping.Load() != 0 {
+	if id.p.domains[g].sleeping.Load() != 0 {
 		id.notifyFrom(g, id.nearest[g][:1]) // g itself
 	}
 }
 
-// notifyFrom is notify waking a sleeper of the first of groups that has
+// notifyFrom is notify waking a sleeper of the first of domains that has
 // one.
-func (id *idle) notifyFrom(g int, groups []int) {
-	grp := id.p.groups[g]
+func (id *idle) notifyFrom(g int, domains []int) {
+	grp := id.p.domains[g]
 	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n {
 		return
 	}
@@ -280,7 +280,7 @@ func (id *idle) notifyFrom(g int, groups []int) {
 		return
 	}
 	var w *Worker
-	for _, o := range groups {
+	for _, o := range domains {
 		if w = id.unparkLocked(o); w != nil {
 			break
 		}
@@ -295,7 +295,7 @@ func (id *idle) notifyFrom(g int, groups []int) {
 	w.wake()
 }
 
-// wakeMore wakes up to n parked workers of group g, each counted as
+// wakeMore wakes up to n parked workers of domain g, each counted as
 // searching, whatever else searches: for a loop's block queued from
 // outside, whose halves the first worker to take it offers at once. A
 // worker woken by a worker waits for a processor (its goroutine is
@@ -303,7 +303,7 @@ func (id *idle) notifyFrom(g int, groups []int) {
 // workers from the caller starts them side by side instead of one after
 // another.
 func (id *idle) wakeMore(g, n int) {
-	for ; n > 0 && id.p.groups[g].sleeping.Load() > 0; n-- {
+	for ; n > 0 && id.p.domains[g].sleeping.Load() > 0; n-- {
 		id.mu.Lock()
 		w := id.unparkLocked(g)
 		id.mu.Unlock()
@@ -314,7 +314,7 @@ func (id *idle) wakeMore(g, n int) {
 	}
 }
 
-// unparkLocked takes the worker that parked last in group g off the
+// unparkLocked takes the worker that parked last in domain g off the
 // sleepers' lists, counted as searching and unparked, and returns it for
 // the caller to wake; nil if none of g's workers sleeps. The woken worker
 // starts out searching (Tokio does the same), so that more notifications
@@ -326,11 +326,11 @@ func (id *idle) unparkLocked(g int) *Worker {
 	}
 	w := s[len(s)-1]
 	id.sleepers[g] = s[:len(s)-1]
-	id.p.groups[g].sleeping.Add(-1)
+	id.p.domains[g].sleeping.Add(-1)
 	id.unmark(w)
 	id.searchWake[w.id] = true
 	id.searching.Add(1)
-	w.group.searching.Add(1)
+	w.domain.searching.Add(1)
 	id.unparked.Add(1)
 	return w
 }
@@ -358,11 +358,11 @@ func (id *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked
 		id.waiting[w.id] = true
 		id.nWaiting++
 	}
-	id.sleepers[w.group.index] = append(id.sleepers[w.group.index], w)
-	w.group.sleeping.Add(1)
+	id.sleepers[w.domain.index] = append(id.sleepers[w.domain.index], w)
+	w.domain.sleeping.Add(1)
 	allParked = id.unparked.Add(-1) == 0 // before searching is read: rule 3
 	if searching {
-		w.group.searching.Add(-1)
+		w.domain.searching.Add(-1)
 		return id.searching.Add(-1) == 0, allParked
 	}
 	return id.searching.Load() == 0, allParked
@@ -421,11 +421,11 @@ func (id *idle) wakeWaiter(w *Worker) {
 // id.mu must be held.
 func (id *idle) takeOff(w *Worker) {
 	id.unmark(w)
-	s := id.sleepers[w.group.index]
+	s := id.sleepers[w.domain.index]
 	for i, o := range s {
 		if o == w {
-			id.sleepers[w.group.index] = append(s[:i], s[i+1:]...)
-			w.group.sleeping.Add(-1)
+			id.sleepers[w.domain.index] = append(s[:i], s[i+1:]...)
+			w.domain.sleeping.Add(-1)
 			break
 		}
 	}
@@ -442,14 +442,14 @@ func (id *idle) wakeAll() {
 // wakeForPending is what a parker does when nobody searches (rule 3): it
 // re-checks every queue, LIFO slot and join slot, and wakes a worker for
 // what it finds: one of the node's for a node's pinned work (no other
-// node may run it), one near from's group for the rest. A parker passes
-// its keep-off (else nil): for the groups it keeps off it wakes one of
+// node may run it), one near from's domain for the rest. A parker passes
+// its keep-off (else nil): for the domains it keeps off it wakes one of
 // their own sleepers if their inject shard holds work, and otherwise
 // leaves them to the end of the keep-off, when it looks again
 // (Worker.sleep); taking their work into account like the rest would wake
 // itself for work it leaves alone, park and wake again until then.
-func (p *sched) wakeForPending(from *group, keep *keepOff) {
-	for _, g := range p.groups {
+func (p *sched) wakeForPending(from *domain, keep *keepOff) {
+	for _, g := range p.domains {
 		// Work only g's workers may (pinned) or should (kept off) run
 		// wakes one of g's sleepers; with none asleep they are all awake
 		// and get to it, and a worker of another node woken instead would
@@ -464,15 +464,15 @@ func (p *sched) wakeForPending(from *group, keep *keepOff) {
 }
 
 // stealableWork reports whether a task that any worker may take is
-// queued somewhere, outside the groups keep holds if it is not nil.
+// queued somewhere, outside the domains keep holds if it is not nil.
 func (p *sched) stealableWork(keep *keepOff) bool {
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		if !g.inject.IsEmpty() && (keep == nil || !keep.holds(g.index)) {
 			return true
 		}
 	}
 	for _, w := range p.workers {
-		if keep != nil && keep.holds(w.group.index) {
+		if keep != nil && keep.holds(w.domain.index) {
 			continue
 		}
 		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {

@@ -27,7 +27,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // into their receives: nothing wakes them but a token
-	g := p.groups[0]
+	g := p.domains[0]
 
 	// Both are counted awake and searching; no token is sent, so their
 	// goroutines stay asleep and only the test moves the protocol.
@@ -49,7 +49,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	}
 	// The refused worker parks as park does.
 	if recheck, _ := id.toParked(refused, false, false); recheck {
-		p.wakeForPending(refused.group, nil)
+		p.wakeForPending(refused.domain, nil)
 	}
 	select {
 	case <-ran:
@@ -59,7 +59,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	// The searcher, done with its task, parks too (its goroutine has slept
 	// all along): the counts agree with the goroutines again for Close.
 	if recheck, _ := id.toParked(searcher, false, false); recheck {
-		p.wakeForPending(searcher.group, nil)
+		p.wakeForPending(searcher.domain, nil)
 	}
 }
 
@@ -92,8 +92,8 @@ func TestNoLostWakeups(t *testing.T) {
 	}
 }
 
-// wakeMore wakes the sleepers of the group it names, up to the number it
-// is given, and no other group's: a loop's block queued from outside
+// wakeMore wakes the sleepers of the domain it names, up to the number it
+// is given, and no other domain's: a loop's block queued from outside
 // starts its node's workers side by side.
 func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x2"), WithBlockTime(0))
@@ -117,8 +117,8 @@ func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
 	after := parks()
 	for _, w := range p.workers {
 		woke := after[w.id] > before[w.id]
-		if want := w.group.index == 0; woke != want {
-			t.Errorf("worker %d of group %d woke: %v, want %v", w.id, w.group.index, woke, want)
+		if want := w.domain.index == 0; woke != want {
+			t.Errorf("worker %d of group %d woke: %v, want %v", w.id, w.domain.index, woke, want)
 		}
 	}
 	before = after
@@ -128,8 +128,8 @@ func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
 	for _, w := range p.workers {
 		if after[w.id] > before[w.id] {
 			woken++
-			if w.group.index != 1 {
-				t.Errorf("worker %d of group %d woke for group 1", w.id, w.group.index)
+			if w.domain.index != 1 {
+				t.Errorf("worker %d of group %d woke for group 1", w.id, w.domain.index)
 			}
 		}
 	}

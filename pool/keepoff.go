@@ -2,16 +2,16 @@ package pool
 
 import "time"
 
-// keepOff is when a worker may steal from each other group again: it took
-// loop work of a group that the group must keep (piece.run), and stealing
+// keepOff is when a worker may steal from each other domain again: it took
+// loop work of a domain that the domain must keep (piece.run), and stealing
 // more of it would only send that back too.
 type keepOff struct {
-	until []time.Time // per group; nil until first used
+	until []time.Time // per domain; nil until first used
 	last  time.Time   // the latest of until, zero once passed
 	now   time.Time   // the clock at the current search's look; zero if nothing is held
 }
 
-// hold keeps the worker off group g (of n) until the given time.
+// hold keeps the worker off domain g (of n) until the given time.
 func (k *keepOff) hold(g, n int, until time.Time) {
 	if k.until == nil {
 		k.until = make([]time.Time, n)
@@ -22,7 +22,7 @@ func (k *keepOff) hold(g, n int, until time.Time) {
 	}
 }
 
-// look starts a search: it reads the clock if some group is held, so that
+// look starts a search: it reads the clock if some domain is held, so that
 // holds answers for the whole search without reading it again.
 func (k *keepOff) look() {
 	k.now = time.Time{}
@@ -51,5 +51,5 @@ func (k *keepOff) next(now time.Time) time.Time {
 	return first
 }
 
-// holds reports whether group g is held as of the last look.
+// holds reports whether domain g is held as of the last look.
 func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }

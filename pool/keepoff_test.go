@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A worker keeps off a group until the group's hold ends, and no longer.
+// A worker keeps off a domain until the domain's hold ends, and no longer.
 // holds answers from the clock as look read it, so a hold that ends
 // during a search still holds until the next look; next names the
 // earliest hold still running; once every hold has passed, look stops

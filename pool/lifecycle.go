@@ -318,7 +318,7 @@ func plural(n int, noun string) string {
 // then the state says so, then every worker looks again.
 func (p *sched) beginClose() {
 	p.closeOnce.Do(func() {
-		for _, g := range p.groups {
+		for _, g := range p.domains {
 			g.inject.Close()
 			g.pinned.Close()
 		}
@@ -386,7 +386,7 @@ func (p *sched) ending() bool { return p.state.Load() >= drained }
 // a task, nothing can make one, so the pool has drained. Otherwise it
 // wakes a worker for the work; a waiter's task, once it returns, leaves
 // its worker to park last and look again.
-func (p *sched) drainIfQuiet(from *group) {
+func (p *sched) drainIfQuiet(from *domain) {
 	p.idle.mu.Lock()
 	quiet := p.idle.unparked.Load() == 0 && p.idle.nWaiting == 0 && !p.queuedAnywhere()
 	p.idle.mu.Unlock()
@@ -402,7 +402,7 @@ func (p *sched) drainIfQuiet(from *group) {
 // queuedAnywhere reports whether any queue, LIFO slot or join slot holds
 // a task.
 func (p *sched) queuedAnywhere() bool {
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		if !g.pinned.IsEmpty() {
 			return true
 		}
@@ -438,7 +438,7 @@ func (p *sched) workerEnded() {
 			left++
 		}
 	}
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		left += g.queued()
 	}
 	p.abandoned.Add(int64(left))
@@ -478,7 +478,7 @@ func (p *sched) drop(t *task, count bool) {
 // time, counting them a segment at a time if count.
 func (p *sched) dropShards(count bool) {
 	batch := make([]item, 0, 256)
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		for _, q := range []*queue.InjectShard[item]{g.inject, g.pinned} {
 			for {
 				batch = q.PopN(batch[:0], cap(batch))

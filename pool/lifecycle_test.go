@@ -20,7 +20,7 @@ import (
 )
 
 // The life-cycle test drives a pool with random scripts: client
-// goroutines submit in every way the API offers, wait on groups and
+// goroutines submit in every way the API offers, wait on domains and
 // loops, and at random points close the pool or shut it down with a short
 // deadline, some from inside tasks. Whatever the interleaving, every call
 // returns, every accepted unit of work runs once or is counted abandoned,
@@ -149,7 +149,7 @@ func (r *lcRound) task(id int, plan taskPlan) func(*Worker) {
 			r.mu.Lock()
 			r.joins = append(r.joins, lcJoin{bid, err})
 			r.mu.Unlock()
-		case x < 55: // a group inside the task
+		case x < 55: // a Group inside the task
 			g := w.Pool().Group(context.Background())
 			var ids []int
 			for range 1 + rng.IntN(4) {
@@ -423,7 +423,7 @@ func (r *lcRound) check() {
 		}
 	}
 	// Every plain unit that did not run was dropped and counted; what
-	// else the pool counted was a group task, a Join's b or a loop piece
+	// else the pool counted was a Group task, a Join's b or a loop piece
 	// (each piece at least one unrun index).
 	if !aborted && (plainUnrun > 0 || abandoned > 0) {
 		r.problem("no Shutdown gave up, yet %d of %d accepted tasks did not run and %d were counted abandoned", plainUnrun, accepted, abandoned)
@@ -1649,7 +1649,7 @@ func lifecycleShutdownRacesDrainAccounting(t *testing.T) {
 	}
 }
 
-// ParallelForErr, MapReduce and groups with limits, from outside and
+// ParallelForErr, MapReduce and domains with limits, from outside and
 // inside, failing while Shutdown aborts: every waiter returns.
 func lifecycleLoopsFailingDuringAbort(t *testing.T) {
 	specs := []string{"", "2x2", "4x1"}

@@ -54,11 +54,11 @@ func (p *Pool) Split(n int) []NodeBlock { return p.split(n) }
 
 func (p *sched) split(n int) []NodeBlock {
 	n = max(n, 0) // a loop over n <= 0 runs nothing
-	out := make([]NodeBlock, 0, len(p.groups))
+	out := make([]NodeBlock, 0, len(p.domains))
 	total := uint64(len(p.workers))
 	done := 0
 	lo := 0
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		done += len(g.workers)
 		// n * done in 128 bits: it does not fit in 64 when n is near
 		// math.MaxInt. The quotient fits: n < 1<<64 makes the high word
@@ -72,7 +72,7 @@ func (p *sched) split(n int) []NodeBlock {
 	return out
 }
 
-// The loop-piece patience rule. ParallelFor gives each node group a
+// The loop-piece patience rule. ParallelFor gives each domain a
 // block of the range in proportion to its workers, queued in its pinned
 // shard: that block's pages were first touched by the same split, so
 // they lie on that node. Inside the node the block is split lazily
@@ -127,17 +127,17 @@ func (s *forState) finish(k int) {
 	}
 }
 
-// piece is the part [lo, hi) of node group node's block of a loop, as a
+// piece is the part [lo, hi) of domain node's block of a loop, as a
 // task.
 type piece struct {
 	task
 	s       *forState
 	lo, hi  int
-	node    int       // the group whose block it is part of
+	node    int       // the domain whose block it is part of
 	offered time.Time // when it was offered to thieves
 }
 
-// piece returns the task for [lo, hi) of group node's block; pinned keeps
+// piece returns the task for [lo, hi) of domain node's block; pinned keeps
 // it on the node.
 func (s *forState) piece(lo, hi, node int, offered time.Time, pinned bool) *task {
 	pc := &piece{task: task{home: noHome}, s: s, lo: lo, hi: hi, node: node, offered: offered}
@@ -168,19 +168,19 @@ func (pc *piece) drop(cause error) {
 // them.
 func (pc *piece) run(w *Worker) {
 	s, lo, hi, home := pc.s, pc.lo, pc.hi, pc.node
-	if w.group.index != home && !s.stopped() {
-		g := w.pool.groups[home]
+	if w.domain.index != home && !s.stopped() {
+		g := w.pool.domains[home]
 		if !w.pool.cfg.crossLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
-			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter))
+			w.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter))
 			return
 		}
 		if since := time.Since(pc.offered); since < crossNodeAfter {
 			// Fresh work of a busy node: leave it to that node, and
 			// leave the node alone until the piece may be helped with.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, false), true)
-			w.keepOff.hold(home, len(w.pool.groups), time.Now().Add(crossNodeAfter-since))
+			w.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter-since))
 			return
 		}
 		if hi-lo > s.grain {
@@ -259,7 +259,7 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		if b.Hi == b.Lo {
 			continue
 		}
-		g := p.groups[i]
+		g := p.domains[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
 		s.start(w, g, s.piece(b.Lo, b.Hi, g.index, time.Now(), true), b.Hi-b.Lo)
@@ -272,10 +272,10 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 	return s.wait(w)
 }
 
-// start queues t, the loop's work for group g worth k of remaining, in
+// start queues t, the loop's work for domain g worth k of remaining, in
 // g's pinned shard: from w, the calling worker, or from outside the pool.
 // Refused (the pool closed), it counts as failed and finished.
-func (s *forState) start(w *Worker, g *group, t *task, k int) {
+func (s *forState) start(w *Worker, g *domain, t *task, k int) {
 	if w != nil {
 		w.spawnTo(g, t) // inside a task: the pool is running this work already
 		return

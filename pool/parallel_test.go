@@ -150,13 +150,13 @@ func TestSplitNearMaxInt(t *testing.T) {
 			for _, n := range sizes {
 				t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 					blocks := p.Split(n)
-					if len(blocks) != len(p.groups) {
-						t.Fatalf("Split(%d) = %v: %d blocks for %d nodes", n, blocks, len(blocks), len(p.groups))
+					if len(blocks) != len(p.domains) {
+						t.Fatalf("Split(%d) = %v: %d blocks for %d nodes", n, blocks, len(blocks), len(p.domains))
 					}
 					size := max(n, 0) // ParallelFor over n <= 0 runs nothing
 					lo, done := 0, 0
 					for i, b := range blocks {
-						g := p.groups[i]
+						g := p.domains[i]
 						done += len(g.workers)
 						want := new(big.Int).Mul(big.NewInt(int64(size)), big.NewInt(int64(done)))
 						want.Quo(want, total)
@@ -511,7 +511,7 @@ func TestParallelForSplitIsStable(t *testing.T) {
 		sizes[i] = b.Hi - b.Lo
 	}
 	var want []int
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		want = append(want, 1000*len(g.workers)/4)
 	}
 	if !slices.Equal(sizes, want) || first[0].Lo != 0 || first[2].Hi != 1000 || slices.Max(want) != 500 {

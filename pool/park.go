@@ -23,22 +23,22 @@ func (w *Worker) park(l *latch) bool {
 	recheck, allParked := p.idle.toParked(w, w.searching, l != nil)
 	w.searching = false
 	// The keep-offs as of one reading of the clock: the re-check leaves
-	// out the groups held then, and sleep wakes when the first of those
+	// out the domains held then, and sleep wakes when the first of those
 	// holds ends, though it may have ended by the time it sleeps.
 	w.keepOff.look()
 	wakeAt := w.keepOff.next(w.keepOff.now)
 	if recheck {
-		p.wakeForPending(w.group, &w.keepOff)
-	} else if !w.group.pinned.IsEmpty() {
-		// Others search, but a searcher of another group never takes
-		// this group's pinned work, and one that spins without end
-		// (Active) never parks to re-check it: this group's sleeper
+		p.wakeForPending(w.domain, &w.keepOff)
+	} else if !w.domain.pinned.IsEmpty() {
+		// Others search, but a searcher of another domain never takes
+		// this domain's pinned work, and one that spins without end
+		// (Active) never parks to re-check it: this domain's sleeper
 		// count (toParked) and its pinned shard are the handshake with
 		// notifyOwn's push and look, as rule 3's are with notify's.
-		p.idle.wakeMore(w.group.index, 1)
+		p.idle.wakeMore(w.domain.index, 1)
 	}
 	if allParked && p.state.Load() == closing {
-		p.drainIfQuiet(w.group)
+		p.drainIfQuiet(w.domain)
 	}
 	if l != nil {
 		return w.parkWaiting(l, wakeAt)
@@ -125,8 +125,8 @@ func (w *Worker) unparkSelf() {
 // (notify, for work) or not (wakeWaiter, for its latch).
 func (w *Worker) awake(searching bool) {
 	w.searching = searching
-	if searching && len(w.pool.groups) > 1 {
-		w.group.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
+	if searching && len(w.pool.domains) > 1 {
+		w.domain.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
 	}
 	w.hold()
 	w.settle()

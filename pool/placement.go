@@ -13,15 +13,15 @@ import (
 // plan is where the workers go, decided before any starts.
 type plan struct {
 	topo     *topology.Topology
-	groups   []groupPlan
+	domains  []domainPlan
 	degraded []string
 	claim    *claim // the workers' CPUs, held until the pool ends
 }
 
-type groupPlan struct {
+type domainPlan struct {
 	node    topology.Node // with only its allowed CPUs
 	cpus    []int         // one per worker: the topology CPU it is placed on
-	distRow []int         // distances to the other groups, by group index
+	distRow []int         // distances to the other domains, by domain index
 }
 
 // makePlan picks the topology, the nodes and the CPU of each worker.
@@ -118,14 +118,14 @@ func makePlan(c config) (*plan, error) {
 		}
 		order := coresFirst(t, n.CPUs)
 		cpus := assignCPUs(t, order, counts[i], p.claim)
-		p.groups = append(p.groups, groupPlan{node: n, cpus: cpus})
+		p.domains = append(p.domains, domainPlan{node: n, cpus: cpus})
 	}
-	for i := range p.groups {
-		row := make([]int, len(p.groups))
-		for j := range p.groups {
-			row[j] = distance(t, p.groups[i].node.ID, p.groups[j].node.ID)
+	for i := range p.domains {
+		row := make([]int, len(p.domains))
+		for j := range p.domains {
+			row[j] = distance(t, p.domains[i].node.ID, p.domains[j].node.ID)
 		}
-		p.groups[i].distRow = row
+		p.domains[i].distRow = row
 	}
 	return p, nil
 }

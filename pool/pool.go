@@ -21,11 +21,11 @@ var (
 	ErrClosed = errors.New("pool: closed")
 	// ErrFull: the node's bounded queue is full (TrySubmit).
 	ErrFull = errors.New("pool: node queue full")
-	// ErrUnknownNode: a node ID the pool has no worker group for
+	// ErrUnknownNode: a node ID the pool has no domain for
 	// (Pool.Node's methods, Async and Run on such a Node), or that is none of the memory nodes this process may
 	// allocate from (AllocOnNode); the error names the node and the nodes
 	// there are.
-	ErrUnknownNode = errors.New("pool: no worker group for node")
+	ErrUnknownNode = errors.New("pool: unknown node")
 	// ErrTooManyWorkers: New was asked for more workers locked to threads
 	// than the process may start threads for (the Go runtime's
 	// debug.SetMaxThreads, a cgroup's pids.max, RLIMIT_NPROC); the error
@@ -38,25 +38,29 @@ var (
 	ErrInsideTask = errors.New("pool: Close from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait")
 )
 
-// group is the worker group of one NUMA node.
-type group struct {
-	index   int                      // position in Pool.groups
+// domain is the pool's part on one NUMA node (OpenMP's numa_domains): the
+// node's workers, its inject and pinned shards, and their counts. Code
+// calls its position in sched.domains the domain index (d.index), and the
+// kernel's number of the node the node ID (d.node.ID); Explain, Stats and
+// the API speak only of node IDs.
+type domain struct {
+	index   int                      // position in Pool.domains
 	node    topology.Node            // the node, with its allowed CPUs
 	inject  *queue.InjectShard[item] // work for the node that other nodes may take
 	pinned  *queue.InjectShard[item] // work that must run on the node
 	workers []*Worker
-	dist    []int // distance to each group, by index
+	dist    []int // distance to each domain, by index
 
 	// places holds one token per task queued in inject or pinned under the bound;
 	// nil when unbounded.
 	places chan struct{}
-	// crossSearching is set while one of the group's workers searches
+	// crossSearching is set while one of the domain's workers searches
 	// other nodes: at most one does at a time.
 	crossSearching atomic.Bool
-	searching      atomic.Int32 // the group's workers searching
-	sleeping       atomic.Int32 // the group's workers parked
+	searching      atomic.Int32 // the domain's workers searching
+	sleeping       atomic.Int32 // the domain's workers parked
 	_              [64]byte     // off the line notify reads on every spawn
-	// busyAt is when a worker of the group last showed it keeps up: it
+	// busyAt is when a worker of the domain last showed it keeps up: it
 	// ran a stretch of tasks, or woke for work (soft.go).
 	busyAt    atomic.Int64 // sched.clock
 	taskNanos atomic.Int64 // a worker's mean task time, as last tuned
@@ -78,14 +82,14 @@ type sched struct {
 	self       weak.Pointer[Pool] // the user's Pool, while it is reachable
 	cfg        config
 	topo       *topology.Topology
-	groups     []*group
+	domains    []*domain
 	workers    []*Worker
 	layout     *steal.Layout
 	idle       idle
 	runnable   runnableGauge // whether goroutines wait for a processor (runnable.go)
 	stash      stash         // task records to reuse (task.go)
 	byG        owners        // the workers by their goroutine (owner.go)
-	order      []int         // Submit's round robin over groups, weighted by size
+	order      []int         // Submit's round robin over domains, weighted by size
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	degradedMu sync.Mutex
@@ -106,7 +110,7 @@ type sched struct {
 }
 
 // New starts a pool. Without options it discovers this machine, makes one
-// worker group per NUMA node that has CPUs this process may use, starts
+// domain per NUMA node that has CPUs this process may use, starts
 // min(allowed CPUs, GOMAXPROCS) workers spread over the nodes in
 // proportion to their CPUs, binds each to its node's CPUs
 // (numa_domains) and steals hierarchically. The NUMAPOOL_* environment
@@ -127,8 +131,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
-	for gi, gp := range pl.groups {
-		g := &group{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
+	for gi, gp := range pl.domains {
+		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
 		if cfg.shardBound > 0 {
 			g.places = make(chan struct{}, cfg.shardBound)
 		}
@@ -140,14 +144,14 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.workers = append(p.workers, w)
 		}
 		nodeWorkers = append(nodeWorkers, ids)
-		p.groups = append(p.groups, g)
+		p.domains = append(p.domains, g)
 	}
-	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.groups[a].dist[b] })
+	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
 		p.claim.release()
 		return nil, err
 	}
-	p.order = weightedOrder(p.groups)
+	p.order = weightedOrder(p.domains)
 	p.idle.init(p)
 
 	// Start the workers; each reports whether its placement held.
@@ -184,18 +188,18 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	return pool, nil
 }
 
-// weightedOrder lists group indexes so that each appears as often as it
+// weightedOrder lists domain indexes so that each appears as often as it
 // has workers, spread out (smooth weighted round robin).
-func weightedOrder(groups []*group) []int {
+func weightedOrder(domains []*domain) []int {
 	total := 0
-	for _, g := range groups {
+	for _, g := range domains {
 		total += len(g.workers)
 	}
-	cur := make([]int, len(groups))
+	cur := make([]int, len(domains))
 	order := make([]int, 0, total)
 	for range total {
 		best := 0
-		for i, g := range groups {
+		for i, g := range domains {
 			cur[i] += len(g.workers)
 			if cur[i] > cur[best] {
 				best = i
@@ -210,13 +214,13 @@ func weightedOrder(groups []*group) []int {
 // Workers returns the number of workers.
 func (p *Pool) Workers() int { return len(p.workers) }
 
-// Nodes returns the OS IDs of the nodes that have worker groups (-1 for
-// allowed CPUs on no node), in group order.
+// Nodes returns the OS IDs of the nodes that have domains (-1 for
+// allowed CPUs on no node), in domain order.
 func (p *Pool) Nodes() []int { return p.nodes() }
 
 func (p *sched) nodes() []int {
-	out := make([]int, len(p.groups))
-	for i, g := range p.groups {
+	out := make([]int, len(p.domains))
+	for i, g := range p.domains {
 		out[i] = g.node.ID
 	}
 	return out

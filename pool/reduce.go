@@ -117,15 +117,15 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 }
 
 // chunkLoop runs body over chunks [0, chunks) claimed in order: each node
-// group's block of chunks has a cursor, and helper tasks, one per worker
-// of the group, queued in its pinned shard, claim the next chunk until
-// the block is done, then chunks of other groups' blocks that have waited
+// domain's block of chunks has a cursor, and helper tasks, one per worker
+// of the domain, queued in its pinned shard, claim the next chunk until
+// the block is done, then chunks of other domains' blocks that have waited
 // crossNodeAfter. The loop is done when every helper has returned:
 // forState.remaining counts helpers, not chunks.
 type chunkLoop struct {
 	forState
 	each   func(w *Worker, c int) error
-	blocks []padded[chunkBlock] // per group; a line each, as each group's workers write its own
+	blocks []padded[chunkBlock] // per domain; a line each, as each domain's workers write its own
 }
 
 type chunkBlock struct {
@@ -140,7 +140,7 @@ type chunkBlock struct {
 	since time.Time // when the block was queued
 }
 
-// chunkHelper is a helper task of a chunkLoop, for the group it runs in.
+// chunkHelper is a helper task of a chunkLoop, for the domain it runs in.
 type chunkHelper struct {
 	task
 	l *chunkLoop
@@ -176,10 +176,10 @@ func (h *chunkHelper) drop(cause error) {
 	h.l.finish(1)
 }
 
-// claim returns the next chunk for w: from its own group's block, else
-// from a block of another group that has waited crossNodeAfter.
+// claim returns the next chunk for w: from its own domain's block, else
+// from a block of another domain that has waited crossNodeAfter.
 func (l *chunkLoop) claim(w *Worker) (int, bool) {
-	if c, ok := l.blocks[w.group.index].v.take(); ok {
+	if c, ok := l.blocks[w.domain.index].v.take(); ok {
 		return c, true
 	}
 	if !w.pool.cfg.crossLoops {
@@ -187,7 +187,7 @@ func (l *chunkLoop) claim(w *Worker) (int, bool) {
 	}
 	for i := range l.blocks {
 		b := &l.blocks[i].v
-		if i != w.group.index && time.Since(b.since) >= crossNodeAfter {
+		if i != w.domain.index && time.Since(b.since) >= crossNodeAfter {
 			if c, ok := b.take(); ok {
 				w.c.ChunksCrossNode++
 				return c, true
@@ -218,17 +218,17 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 		return ErrClosed
 	}
 	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{})}, each: each,
-		blocks: make([]padded[chunkBlock], len(p.groups))}
+		blocks: make([]padded[chunkBlock], len(p.domains))}
 	l.finished.w = w
 	var helpers []*task
-	perGroup := make([]int, len(p.groups)) // helpers per group
+	perDomain := make([]int, len(p.domains)) // helpers per domain
 	now := time.Now()
 	for i, b := range p.split(chunks) {
 		blk := &l.blocks[i].v
 		blk.next.Store(uint64(b.Lo))
 		blk.end, blk.since = uint64(b.Hi), now
-		perGroup[i] = min(len(p.groups[i].workers), b.Hi-b.Lo)
-		for range perGroup[i] {
+		perDomain[i] = min(len(p.domains[i].workers), b.Hi-b.Lo)
+		for range perDomain[i] {
 			h := &chunkHelper{task: task{home: strictHome(i)}, l: l}
 			h.job = h
 			helpers = append(helpers, &h.task)
@@ -236,12 +236,12 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	}
 	l.remaining.Store(int64(len(helpers)))
 	for _, t := range helpers {
-		l.start(w, p.groups[t.home.group()], t, 1)
+		l.start(w, p.domains[t.home.domain()], t, 1)
 	}
 	if w == nil {
-		// Each group's first helper wakes a worker, which wakes no
+		// Each domain's first helper wakes a worker, which wakes no
 		// other while it searches: wake the rest from here.
-		for i, n := range perGroup {
+		for i, n := range perDomain {
 			p.idle.wakeMore(i, n-1)
 		}
 	}

@@ -472,7 +472,7 @@ func mapReduceCrossNodeClaims(t *testing.T) {
 			pr.report(t)
 			crossed := 0
 			for k := blocks[1].Lo; k < blocks[1].Hi; k++ {
-				if c.nodeOf[k].Load() == 1 { // group 0, +1
+				if c.nodeOf[k].Load() == 1 { // domain 0, +1
 					crossed++
 				}
 			}
@@ -811,7 +811,7 @@ type chunkCheck struct {
 	n, grain int
 	mapped   []atomic.Int32
 	running  atomic.Int32
-	nodeOf   []atomic.Int32 // the group index that mapped each chunk, +1
+	nodeOf   []atomic.Int32 // the domain index that mapped each chunk, +1
 	pr       *problems
 }
 
@@ -833,7 +833,7 @@ func (c *chunkCheck) mapper(each func(w *Worker, lo, hi int) error) func(w *Work
 			if lo%c.grain != 0 || hi != min(lo+c.grain, c.n) {
 				c.pr.add("n %d grain %d: chunk [%d, %d)", c.n, c.grain, lo, hi)
 			}
-			c.nodeOf[lo/c.grain].Store(int32(w.group.index) + 1)
+			c.nodeOf[lo/c.grain].Store(int32(w.domain.index) + 1)
 		}
 		for i := lo; i < hi; i++ {
 			if got := c.mapped[i].Add(1); got != 1 {

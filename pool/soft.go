@@ -16,7 +16,7 @@ import "time"
 //
 // So a worker that gets a task preferring another node runs it only if
 // that node lags: none of its workers ran a stretch of tasks (tune) or
-// woke for work within softPatience (group.busyAt), or it has more queued
+// woke for work within softPatience (domain.busyAt), or it has more queued
 // than its workers run in softBacklog (ahead: a backlog, which idle nodes
 // help with). Otherwise it sends the task home and keeps off the node
 // (keepOff) until the node would have been quiet for softPatience, or for
@@ -53,27 +53,27 @@ const softBacklog = 2 * softPatience
 const softLookEvery = softPatience / 4
 
 // home is where a task belongs: nowhere in particular (noHome), one
-// group it must run in (strictHome: a Strict Node, a loop's node block),
+// domain it must run in (strictHome: a Strict Node, a loop's node block),
 // or one it prefers (preferHome: a soft Node). It is one int32, so that
-// a queue item stays small: g >= 0 must run in group g, -1 is noHome,
-// and -2-g prefers group g.
+// a queue item stays small: g >= 0 must run in domain g, -1 is noHome,
+// and -2-g prefers domain g.
 type home int32
 
 // noHome is the home of a task that may run anywhere.
 const noHome home = -1
 
-// strictHome is the home of a task that must run in group g.
+// strictHome is the home of a task that must run in domain g.
 func strictHome(g int) home { return home(g) }
 
-// preferHome is the home of a task that prefers group g.
+// preferHome is the home of a task that prefers domain g.
 func preferHome(g int) home { return noHome - 1 - home(g) }
 
-// strict reports whether the task must run in its group.
+// strict reports whether the task must run in its domain.
 func (h home) strict() bool { return h >= 0 }
 
-// group is the index of the group a task must or should run in; h is not
+// domain is the index of the domain a task must or should run in; h is not
 // noHome.
-func (h home) group() int {
+func (h home) domain() int {
 	if h >= 0 {
 		return int(h)
 	}
@@ -81,12 +81,12 @@ func (h home) group() int {
 }
 
 // sendsHome sends t home instead of running it here, and reports whether
-// it did: a task that must run on another group (a strict home) always,
-// and one that prefers another group if that group keeps up,
-// keeping w off the group meanwhile.
+// it did: a task that must run on another domain (a strict home) always,
+// and one that prefers another domain if that domain keeps up,
+// keeping w off the domain meanwhile.
 func (w *Worker) sendsHome(t *task) bool {
-	g := w.pool.groups[t.home.group()]
-	if g == w.group {
+	g := w.pool.domains[t.home.domain()]
+	if g == w.domain {
 		return false
 	}
 	if t.home.strict() {
@@ -105,7 +105,7 @@ func (w *Worker) sendsHome(t *task) bool {
 	// Look again when the node may have been quiet for the patience, or
 	// sooner: its backlog may outgrow it (more work, or its tasks turn out
 	// longer than the last mean said).
-	w.keepOff.hold(g.index, len(w.pool.groups), now.Add(min(softPatience-quiet, softLookEvery)))
+	w.keepOff.hold(g.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
 	return true
 }
 
@@ -116,7 +116,7 @@ func (p *sched) clock(t time.Time) int64 { return int64(t.Sub(p.started)) }
 // ahead estimates how long g's workers need for the tasks queued in g:
 // its inject shard and their run queues, at the mean time of the tasks
 // one of them ran last.
-func (g *group) ahead() time.Duration {
+func (g *domain) ahead() time.Duration {
 	queued := g.inject.Len()
 	for _, o := range g.workers {
 		queued += o.stealer.Len()

@@ -139,7 +139,7 @@ func TestSoftTaskForABlockedNodeRuns(t *testing.T) {
 		for _, opts := range [][]Option{nil, {WithBlockTime(0)}} {
 			p := newTestPool(t, append(opts, WithSpec(spec))...)
 			node := p.Nodes()[0]
-			workers := len(p.groups[0].workers)
+			workers := len(p.domains[0].workers)
 			for i := range trials {
 				var blocked sync.WaitGroup
 				blocked.Add(workers)
@@ -173,7 +173,7 @@ func TestPinnedWorkLeavesOtherNodesAsleep(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()
 	node := p.Nodes()[0]
-	other := p.groups[1].workers[0]
+	other := p.domains[1].workers[0]
 	parked := func(what string, d time.Duration) {
 		t.Helper()
 		parks := func() uint64 { return p.Stats().Workers[other.id].Parks }

@@ -52,7 +52,7 @@ func (w *Worker) spreadable() topology.CPUSet {
 // last reported.
 func (w *Worker) othersCPUs() topology.CPUSet {
 	var taken topology.CPUSet
-	for _, o := range w.group.workers {
+	for _, o := range w.domain.workers {
 		if o == w || o.handle.Load() == nil { // parked: on no CPU
 			continue
 		}
@@ -116,7 +116,7 @@ func (w *Worker) spread() {
 	}
 	w.onCPU.Store(int32(cpu))
 	shared := false
-	for _, o := range w.group.workers {
+	for _, o := range w.domain.workers {
 		if o.id < w.id && o.handle.Load() != nil && int(o.onCPU.Load()) == cpu {
 			shared = true
 		}

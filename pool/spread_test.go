@@ -20,7 +20,7 @@ func twoWideWorkers(t *testing.T, opts ...Option) *Pool {
 	}
 	p := newTestPool(t, append(opts, WithWorkers(2))...)
 	for _, w := range p.workers {
-		if w.spreadable().Len() < 2 || w.group != p.workers[0].group {
+		if w.spreadable().Len() < 2 || w.domain != p.workers[0].domain {
 			p.Close()
 			t.Skipf("worker %d may run on CPUs %s: spreading needs two workers on a node of two CPUs or more", w.id, w.spreadable())
 		}

@@ -185,7 +185,7 @@ type Stats struct {
 // after Close they are exact. Queued and BusyWorkers are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
-	for _, g := range p.groups {
+	for _, g := range p.domains {
 		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
 		for _, w := range g.workers {
 			c := w.snapshot()

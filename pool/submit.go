@@ -11,7 +11,7 @@ import (
 // and a Node's Submit push to a node's shard (push), under the bound if
 // there is one. From a task, every kind of work the task makes goes
 // through spawn (into its own worker's queues) or spawnTo (into a
-// group's shard); a task that must run in another group goes there
+// domain's shard); a task that must run in another domain goes there
 // through sendHome. Each counts the task and wakes a worker for it when
 // nobody searches (idle.notify), so no path forgets either.
 
@@ -50,13 +50,13 @@ func (p *Pool) TrySubmit(fn func(*Worker)) error {
 // Strict() keeps it on the node: it waits in the node's pinned shard,
 // which other nodes' workers do not read.
 //
-// A Node for an ID the pool has no worker group for returns an error
+// A Node for an ID the pool has no domain for returns an error
 // wrapping ErrUnknownNode, which names the pool's nodes, from every
 // method that sends work.
 // A Node is a small value; make one per call or keep it.
 type Node struct {
-	p      *Pool  // held, so that a kept Node keeps its pool open
-	g      *group // nil for an unknown node
+	p      *Pool   // held, so that a kept Node keeps its pool open
+	g      *domain // nil for an unknown node
 	strict bool
 	err    error
 }
@@ -65,7 +65,7 @@ type Node struct {
 // (Worker.Node is the worker's own node ID): from inside a task use
 // w.Pool().Node(id).
 func (p *Pool) Node(id int) Node {
-	g, err := p.groupOf(id)
+	g, err := p.domainOf(id)
 	return Node{p: p, g: g, err: err}
 }
 
@@ -79,7 +79,7 @@ func (n Node) Strict() Node {
 	return n
 }
 
-// ID returns the node's OS ID (-1 for the group of CPUs on no node).
+// ID returns the node's OS ID (-1 for the domain of CPUs on no node).
 func (n Node) ID() int {
 	if n.g == nil {
 		return -1
@@ -110,20 +110,20 @@ func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
 	return n.p.submit(ctx, n.g, fn, n.taskHome(), wait)
 }
 
-// home is the task's home for the node: its group if strict, else a
+// home is the task's home for the node: its domain if strict, else a
 // preference for it when the pool has other nodes.
 func (n Node) taskHome() home {
 	if n.strict {
 		return strictHome(n.g.index)
 	}
-	if len(n.p.groups) > 1 {
+	if len(n.p.domains) > 1 {
 		return preferHome(n.g.index)
 	}
 	return noHome
 }
 
-func (p *sched) groupOf(node int) (*group, error) {
-	for _, g := range p.groups {
+func (p *sched) domainOf(node int) (*domain, error) {
+	for _, g := range p.domains {
 		if g.node.ID == node {
 			return g, nil
 		}
@@ -139,15 +139,15 @@ func (p *sched) groupOf(node int) (*group, error) {
 // sleeper's thread would take a wake-up (tens of microseconds). A burst
 // still spreads: once a task waits in the searcher's shard, the next
 // submissions go round robin again, and wake the sleeping nodes.
-func (p *sched) nextGroup() *group {
+func (p *sched) nextDomain() *domain {
 	if len(p.order) == 1 {
-		return p.groups[0]
+		return p.domains[0]
 	}
-	g := p.groups[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+	g := p.domains[p.order[p.rr.Add(1)%uint64(len(p.order))]]
 	if int(g.sleeping.Load()) < len(g.workers) || p.idle.searching.Load() == 0 {
 		return g
 	}
-	for _, o := range p.groups {
+	for _, o := range p.domains {
 		if o.searching.Load() > 0 && o.inject.IsEmpty() {
 			return o
 		}
@@ -155,9 +155,9 @@ func (p *sched) nextGroup() *group {
 	return g
 }
 
-// submit queues fn for group g (nil: any node) with the given home,
+// submit queues fn for domain g (nil: any node) with the given home,
 // from outside the pool or from one of its tasks (see Pool.Submit).
-func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home home, wait bool) error {
+func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home home, wait bool) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
@@ -173,7 +173,7 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home hom
 		return ErrClosed // a fast path: the shard's Push decides
 	}
 	if g == nil {
-		g = p.nextGroup()
+		g = p.nextDomain()
 	}
 	return p.push(ctx, g, item{fn: fn, home: home}, wait)
 }
@@ -184,7 +184,7 @@ func (p *sched) submit(ctx context.Context, g *group, fn func(*Worker), home hom
 // from one of the pool's own tasks takes no place: only the workers make
 // room, and a worker waiting for room would wait for itself. A task that
 // holds a place is queued as its record, which carries the place.
-func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
+func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
 	if g.places != nil && !(wait && p.workerOf() != nil) {
 		select {
 		case g.places <- struct{}{}:
@@ -222,7 +222,7 @@ func (p *sched) push(ctx context.Context, g *group, it item, wait bool) error {
 
 // shardOf is the shard of g for a task with that home: pinned if it
 // must stay.
-func (g *group) shardOf(h home) *queue.InjectShard[item] {
+func (g *domain) shardOf(h home) *queue.InjectShard[item] {
 	if h.strict() {
 		return g.pinned
 	}
@@ -230,7 +230,7 @@ func (g *group) shardOf(h home) *queue.InjectShard[item] {
 }
 
 // queued is the number of tasks in g's shards.
-func (g *group) queued() int { return g.inject.Len() + g.pinned.Len() }
+func (g *domain) queued() int { return g.inject.Len() + g.pinned.Len() }
 
 // queue: from one of the pool's tasks, the calling worker's LIFO slot
 // (as Spawn: run next unless an idle worker takes it); from outside, a
@@ -243,7 +243,7 @@ func (p *Pool) queue(t *task) error {
 	if p.state.Load() != running {
 		return ErrClosed
 	}
-	return p.push(context.Background(), p.nextGroup(), t.item(), true)
+	return p.push(context.Background(), p.nextDomain(), t.item(), true)
 }
 
 func (p *Pool) poolOf() *Pool { return p }
@@ -310,20 +310,20 @@ func (w *Worker) spawn(t *task, at where) {
 	if t != nil {
 		w.push(t)
 	}
-	w.spawned(w.group)
+	w.spawned(w.domain)
 }
 
-// spawnTo queues t, made by the task running on w, in group g's shard:
+// spawnTo queues t, made by the task running on w, in domain g's shard:
 // pinned if t must stay in g. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
-func (w *Worker) spawnTo(g *group, t *task) {
+func (w *Worker) spawnTo(g *domain, t *task) {
 	w.c.Spawned++
 	w.queueIn(g, t)
 }
 
-// queueFrom queues t, made by the task running on w, for group g: in
+// queueFrom queues t, made by the task running on w, for domain g: in
 // w's LIFO slot for the whole pool (g nil), as Spawn, else in g's shard.
-func (w *Worker) queueFrom(g *group, t *task) {
+func (w *Worker) queueFrom(g *domain, t *task) {
 	if g == nil {
 		w.spawn(t, inLIFO)
 	} else {
@@ -331,19 +331,19 @@ func (w *Worker) queueFrom(g *group, t *task) {
 	}
 }
 
-// spawned counts a task w made for group g's workers and wakes one of
+// spawned counts a task w made for domain g's workers and wakes one of
 // them if nobody searches.
-func (w *Worker) spawned(g *group) {
+func (w *Worker) spawned(g *domain) {
 	w.c.Spawned++
 	w.pool.idle.notify(g.index)
 }
 
-// sendHome queues t, which must or should run in group g, in g's shard
+// sendHome queues t, which must or should run in domain g, in g's shard
 // and wakes a worker of g: a strict task that w got, or a soft one whose
 // node keeps up (remade false), or the rest of a loop piece that w took
 // while g is still busy with it, remade as a new task (counted as spawned
 // too, since the piece w took completes here).
-func (w *Worker) sendHome(g *group, t *task, remade bool) {
+func (w *Worker) sendHome(g *domain, t *task, remade bool) {
 	if remade {
 		w.c.Spawned++
 	}
@@ -355,7 +355,7 @@ func (w *Worker) sendHome(g *group, t *task, remade bool) {
 // queueIn queues t, from the task running on w, in g's shard for its home
 // and wakes a worker for it: only one of g's own if t must run in g
 // (strict) or should (soft, sent home because g keeps up).
-func (w *Worker) queueIn(g *group, t *task) {
+func (w *Worker) queueIn(g *domain, t *task) {
 	h := t.home // itemOf may give t back for reuse
 	g.shardOf(h).Requeue(w.itemOf(t))
 	if h != noHome {

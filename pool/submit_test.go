@@ -265,7 +265,7 @@ func submitBacklogItemsSpawnFromInside(t *testing.T) {
 				l.accepted[c].Store(true)
 				w.Spawn(inner(c, 2))
 			}
-			maxShard.Store(int64(w.group.inject.Len()))
+			maxShard.Store(int64(w.domain.inject.Len()))
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -708,7 +708,7 @@ func TestOutsideBurstSpreadsOverNodes(t *testing.T) {
 					defer wg.Done()
 					for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
 					}
-					ran[w.group.index].Add(1)
+					ran[w.domain.index].Add(1)
 				}); err != nil {
 					t.Fatal(err)
 				}

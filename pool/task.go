@@ -3,19 +3,19 @@ package pool
 import "sync"
 
 // task is one unit of work in a queue: what it does, and where it may
-// run (its home, soft.go). A strict home keeps it inside that node group
-// (a Strict Node, a loop's node block): it is queued in the group's
-// pinned shard, which only the group's workers read, and a worker of
+// run (its home, soft.go). A strict home keeps it inside that domain
+// (a Strict Node, a loop's node block): it is queued in the domain's
+// pinned shard, which only the domain's workers read, and a worker of
 // another node that gets it anyway (a loop piece) sends it home. noHome
-// lets it run anywhere; a soft Node's task prefers its group: other
-// nodes leave it to that group while the group keeps up.
+// lets it run anywhere; a soft Node's task prefers its domain: other
+// nodes leave it to that domain while the domain keeps up.
 type task struct {
 	job  job
 	home home
 	// plain marks a record of its own (Submit, Spawn), which the worker
 	// that ran it may reuse; other tasks are embedded in their job.
 	plain   bool
-	placeIn *group // the group whose shard bound this task holds a place under, until started
+	placeIn *domain // the domain whose shard bound this task holds a place under, until started
 }
 
 // item is how a worker's run queue and a node's shard hold a task. A
@@ -103,7 +103,7 @@ func (f fnJob) run(w *Worker) { w.call(f) }
 
 func (fnJob) drop(error) {}
 
-// release gives back the task's place under its group's bound, once.
+// release gives back the task's place under its domain's bound, once.
 func (t *task) release() {
 	if t.placeIn != nil {
 		<-t.placeIn.places

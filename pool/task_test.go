@@ -73,7 +73,7 @@ func TestQueuesHoldFunctions(t *testing.T) {
 		for it, ok := w.local.Pop(); ok; it, ok = w.local.Pop() {
 			local = append(local, it)
 		}
-		shard := w.group.inject.PopN(nil, n)
+		shard := w.domain.inject.PopN(nil, n)
 		for _, it := range append(local, shard...) {
 			if it.t != nil {
 				records++
@@ -82,7 +82,7 @@ func TestQueuesHoldFunctions(t *testing.T) {
 			}
 		}
 		w.local.PushBatch(local)
-		w.group.inject.Requeue(shard...)
+		w.domain.inject.Requeue(shard...)
 	})
 	if err != nil {
 		t.Fatal(err)

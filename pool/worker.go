@@ -28,7 +28,7 @@ const (
 type Worker struct {
 	// Set before the workers start and read by all of them.
 	pool    *sched
-	group   *group
+	domain  *domain
 	id      int
 	cpu     int // the topology CPU the worker is placed on
 	local   *queue.Local[item]
@@ -86,7 +86,7 @@ type Worker struct {
 	// pinnedFirst alternates which of the node's shards is read first.
 	pinnedFirst bool
 	fromWorker  bool            // the task being started was stolen from a worker
-	keepOff     keepOff         // other groups this worker leaves alone for a while
+	keepOff     keepOff         // other domains this worker leaves alone for a while
 	keepTimer   *time.Timer     // wakes the parked worker when a keep-off ends
 	c           Counters        // written by the owner only; published to pub
 	cross       crossSteal      // the last steal from another node, until its first task's fate counts it
@@ -97,14 +97,14 @@ type Worker struct {
 	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
 }
 
-func newWorker(p *sched, g *group, id, cpu int) *Worker {
+func newWorker(p *sched, g *domain, id, cpu int) *Worker {
 	l, s := queue.New[item]()
 	interval := initialInterval
 	if p.cfg.interval > 0 {
 		interval = p.cfg.interval
 	}
 	w := &Worker{
-		pool: p, group: g, id: id, cpu: cpu, local: l, stealer: s,
+		pool: p, domain: g, id: id, cpu: cpu, local: l, stealer: s,
 		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
 		interval: uint32(interval), free: make([]*task, 0, 2*freeBatch),
 		forks: records{max: maxForkRecords}, args: records{max: maxArgTasks},
@@ -118,7 +118,7 @@ func newWorker(p *sched, g *group, id, cpu int) *Worker {
 func (w *Worker) ID() int { return w.id }
 
 // Node returns the OS ID of the worker's NUMA node (-1 for CPUs on no node).
-func (w *Worker) Node() int { return w.group.node.ID }
+func (w *Worker) Node() int { return w.domain.node.ID }
 
 // CPU returns the CPU the worker is placed on (a synthetic CPU number in a
 // synthetic topology).
@@ -181,7 +181,7 @@ func (w *Worker) loop() { w.runUntil(nil) }
 // task it has just taken: the look at the pool's state comes between
 // taking a task and running it, so that a task taken as the abort came
 // is dropped and counted with the rest, rather than run after its
-// siblings were dropped (a Group's task would then find its group failed
+// siblings were dropped (a Group's task would then find its Group failed
 // and skip its function, neither run nor dropped). An idle worker drops
 // its own queue and ends; a waiter drops what is queued anywhere
 // (dropQueued), since the owners of those queues may themselves be
@@ -286,24 +286,24 @@ func (w *Worker) fromOwnShards(n int) item {
 		if it := w.fromPinned(); !it.none() {
 			return it
 		}
-		return w.fromShard(w.group, n)
+		return w.fromShard(w.domain, n)
 	}
-	if it := w.fromShard(w.group, n); !it.none() {
+	if it := w.fromShard(w.domain, n); !it.none() {
 		return it
 	}
 	return w.fromPinned()
 }
 
-// fromPinned takes one task from the group's pinned shard. Pinned tasks
+// fromPinned takes one task from the domain's pinned shard. Pinned tasks
 // never enter a run queue, where a worker of another node could steal
 // them only to send them back, nor any buffer of one worker, where a
-// blocked task could strand them: the group's workers take them one at a
+// blocked task could strand them: the domain's workers take them one at a
 // time, which also spreads them evenly inside the node.
 func (w *Worker) fromPinned() item {
-	if w.group.pinned.IsEmpty() {
+	if w.domain.pinned.IsEmpty() {
 		return item{}
 	}
-	it, ok := w.group.pinned.Pop()
+	it, ok := w.domain.pinned.Pop()
 	if !ok {
 		return item{}
 	}
@@ -311,17 +311,17 @@ func (w *Worker) fromPinned() item {
 	return it.taken()
 }
 
-// fromShard takes tasks from group g's shard into the local queue and
+// fromShard takes tasks from domain g's shard into the local queue and
 // returns the first: n of them, or with n == 0 a fair share,
 // min(len/workers + 1, free/2). They go as the shard held them: a plain
 // task as its function, run without a record.
-func (w *Worker) fromShard(g *group, n int) item {
+func (w *Worker) fromShard(g *domain, n int) item {
 	if g.inject.IsEmpty() {
 		return item{}
 	}
 	if n == 0 {
 		share := len(g.workers) // the node's workers split its shard
-		if g != w.group {
+		if g != w.domain {
 			share++ // a helper from another node counts as one more of them
 		}
 		n = min(g.inject.Len()/share+1, w.local.Free()/2)
@@ -330,7 +330,7 @@ func (w *Worker) fromShard(g *group, n int) item {
 	if len(items) == 0 {
 		return item{}
 	}
-	if g == w.group {
+	if g == w.domain {
 		w.c.InjectPulls++
 	} else {
 		w.stoleCross(uint64(len(items)), true)
@@ -352,7 +352,7 @@ func (w *Worker) fromShard(g *group, n int) item {
 func (w *Worker) search() item {
 	p := w.pool
 	if !w.searching {
-		if !p.idle.tryStartSearching(w.group) {
+		if !p.idle.tryStartSearching(w.domain) {
 			return item{}
 		}
 		w.searching = true
@@ -361,7 +361,7 @@ func (w *Worker) search() item {
 	w.keepOff.look()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
-			if v.Group != w.group.index && w.leavesAlone(v.Group) {
+			if v.Group != w.domain.index && w.leavesAlone(v.Group) {
 				return false
 			}
 			found = w.stealFrom(v, pass == 1)
@@ -369,10 +369,10 @@ func (w *Worker) search() item {
 		}
 		if p.cfg.mode == steal.Flat {
 			p.layout.Flat(w.id, &w.rng, visit)
-		} else if !p.layout.Local(w.id, &w.rng, visit) && len(p.groups) > 1 &&
-			w.group.crossSearching.CompareAndSwap(false, true) {
+		} else if !p.layout.Local(w.id, &w.rng, visit) && len(p.domains) > 1 &&
+			w.domain.crossSearching.CompareAndSwap(false, true) {
 			p.layout.Remote(w.id, &w.rng, visit)
-			w.group.crossSearching.Store(false)
+			w.domain.crossSearching.Store(false)
 		}
 		if !found.none() {
 			return found // run ends the search
@@ -381,7 +381,7 @@ func (w *Worker) search() item {
 	return item{}
 }
 
-// leavesAlone reports whether the worker leaves another group g's queues
+// leavesAlone reports whether the worker leaves another domain g's queues
 // alone in this search: it keeps off g for a while (keepOff), or g has a
 // searcher of its own, which will find g's work. Such a searcher is often
 // a worker just woken for that work, whose goroutine waits for a
@@ -389,18 +389,18 @@ func (w *Worker) search() item {
 // meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter
 // counts such tasks).
 func (w *Worker) leavesAlone(g int) bool {
-	return w.keepOff.holds(g) || w.pool.groups[g].searching.Load() > 0
+	return w.keepOff.holds(g) || w.pool.domains[g].searching.Load() > 0
 }
 
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	p := w.pool
 	if v.IsShard() {
-		if v.Group == w.group.index {
+		if v.Group == w.domain.index {
 			if it := w.fromPinned(); !it.none() {
 				return it
 			}
 		}
-		return w.fromShard(p.groups[v.Group], 0)
+		return w.fromShard(p.domains[v.Group], 0)
 	}
 	vw := p.workers[v.Worker]
 	it, moved := vw.stealer.StealInto(w.local)
@@ -418,7 +418,7 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	if !ok {
 		return item{}
 	}
-	if v.Group == w.group.index {
+	if v.Group == w.domain.index {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
 	} else {
@@ -434,8 +434,8 @@ func (w *Worker) endSearch() {
 		return
 	}
 	w.searching = false
-	if w.pool.idle.stopSearching(w.group) {
-		w.pool.wakeForPending(w.group, nil)
+	if w.pool.idle.stopSearching(w.domain) {
+		w.pool.wakeForPending(w.domain, nil)
 	}
 }
 
@@ -474,7 +474,7 @@ func (w *Worker) taskOf(it item) (t *task, away bool) {
 	if t != nil {
 		return t, t.home != noHome && w.sendsHome(t)
 	}
-	if it.home != noHome && it.home.group() != w.group.index {
+	if it.home != noHome && it.home.domain() != w.domain.index {
 		t = w.newTask(it.fn, it.home)
 		return t, w.sendsHome(t)
 	}
@@ -495,8 +495,8 @@ func (w *Worker) foundWork() {
 		return
 	}
 	w.searching = false
-	if w.pool.idle.stopSearching(w.group) && (fromWorker || w.pool.queuedAnywhere()) {
-		w.pool.idle.notify(w.group.index)
+	if w.pool.idle.stopSearching(w.domain) && (fromWorker || w.pool.queuedAnywhere()) {
+		w.pool.idle.notify(w.domain.index)
 	}
 }
 
@@ -526,7 +526,7 @@ func (w *Worker) push(t *task) {
 		return
 	}
 	w.c.Overflows++
-	w.group.inject.Requeue(spilled...)
+	w.domain.inject.Requeue(spilled...)
 	clear(spilled)
 }
 
@@ -538,9 +538,9 @@ func (w *Worker) push(t *task) {
 // (Tokio's stats.rs measures batches of polls the same way).
 func (w *Worker) tune() {
 	now := time.Now()
-	soft := len(w.pool.groups) > 1 // soft placement reads the group's figures
+	soft := len(w.pool.domains) > 1 // soft placement reads the domain's figures
 	if soft {
-		w.group.busyAt.Store(w.pool.clock(now))
+		w.domain.busyAt.Store(w.pool.clock(now))
 	}
 	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
 	w.busy, w.busySince, w.sinceLook = 0, now, 0
@@ -555,7 +555,7 @@ func (w *Worker) tune() {
 		w.meanTask = 0.9*w.meanTask + 0.1*mean
 	}
 	if soft {
-		w.group.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
+		w.domain.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
 	}
 	if w.pool.cfg.interval > 0 {
 		return
