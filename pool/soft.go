@@ -116,10 +116,10 @@ func (p *sched) clock(t time.Time) int64 { return int64(t.Sub(p.started)) }
 // ahead estimates how long g's workers need for the tasks queued in g:
 // its inject shard and their run queues, at the mean time of the tasks
 // one of them ran last.
-func (g *domain) ahead() time.Duration {
-	queued := g.inject.Len()
-	for _, o := range g.workers {
+func (d *domain) ahead() time.Duration {
+	queued := d.inject.Len()
+	for _, o := range d.workers {
 		queued += o.stealer.Len()
 	}
-	return time.Duration(int64(queued) * g.taskNanos.Load() / int64(len(g.workers)))
+	return time.Duration(int64(queued) * d.taskNanos.Load() / int64(len(d.workers)))
 }

@@ -222,15 +222,15 @@ func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
 
 // shardOf is the shard of g for a task with that home: pinned if it
 // must stay.
-func (g *domain) shardOf(h home) *queue.InjectShard[item] {
+func (d *domain) shardOf(h home) *queue.InjectShard[item] {
 	if h.strict() {
-		return g.pinned
+		return d.pinned
 	}
-	return g.inject
+	return d.inject
 }
 
 // queued is the number of tasks in g's shards.
-func (g *domain) queued() int { return g.inject.Len() + g.pinned.Len() }
+func (d *domain) queued() int { return d.inject.Len() + d.pinned.Len() }
 
 // queue: from one of the pool's tasks, the calling worker's LIFO slot
 // (as Spawn: run next unless an idle worker takes it); from outside, a
