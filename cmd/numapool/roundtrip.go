@@ -93,7 +93,13 @@ func roundTrip(a, b int) (time.Duration, error) {
 					return
 				}
 			}
-			line.v.Store(2*i + 2)
+			// A compare-and-swap, not a store: the timing side may have
+			// given up (-1) since the load, and an answer stored over
+			// that would leave this side waiting for a ping that never
+			// comes.
+			if !line.v.CompareAndSwap(2*i+1, 2*i+2) {
+				return
+			}
 		}
 	}()
 	var times []time.Duration
