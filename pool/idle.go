@@ -344,6 +344,13 @@ func (id *idle) unmark(w *Worker) {
 	}
 }
 
+// idleParked reports whether w is parked with no task on its stack.
+func (id *idle) idleParked(w *Worker) bool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.parked[w.id] && !id.waiting[w.id]
+}
+
 // toParked registers w as parked; waiting says it waits inside a task.
 // It reports whether nobody searches once w is parked, in which case w
 // must re-check every queue: whether w was the last searcher, or was

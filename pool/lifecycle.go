@@ -239,17 +239,24 @@ func (p *sched) giveUp() {
 	}
 }
 
-// running counts the workers that have not ended: once the pool is
-// aborting, each of them is in a task (or, on a machine too busy to run
-// it, about to end).
+// running counts the workers in a task once the pool is aborting.
 func (p *sched) running() int {
 	n := 0
 	for _, w := range p.workers {
-		if !w.owner.ended.Load() {
+		if p.inTask(w) {
 			n++
 		}
 	}
 	return n
+}
+
+// inTask reports whether w, of an aborting pool, may be in a task: it has
+// not ended, is not on its way out (leaving), and is not parked idle. A
+// worker that the abort woke but that has not run yet (on a machine too
+// busy to run it) is still parked, so it is not counted; a parked waiter
+// has a task on its stack, so it is.
+func (p *sched) inTask(w *Worker) bool {
+	return !w.owner.ended.Load() && !w.leaving.Load() && !p.idle.idleParked(w)
 }
 
 // sweep is a Shutdown's drop of what is queued while workers are still

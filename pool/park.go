@@ -45,6 +45,7 @@ func (w *Worker) park(l *latch) bool {
 	}
 	for {
 		if p.ending() {
+			w.leaving.Store(true) // while still parked: counted out throughout
 			p.idle.unparkSelf(w)
 			return false
 		}
@@ -56,6 +57,7 @@ func (w *Worker) park(l *latch) bool {
 		}
 		w.c.Parks++
 		if p.ending() {
+			w.leaving.Store(true) // while still parked: counted out throughout
 			p.idle.unparkSelf(w)
 			return false
 		}

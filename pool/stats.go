@@ -197,11 +197,11 @@ func (p *Pool) Stats() Stats {
 		switch p.state.Load() {
 		case drained: // no task runs: the workers are ending
 		case aborting:
-			// A Shutdown gave up: the workers left are those in a task.
+			// A Shutdown gave up: the busy workers are those in a task.
 			// (Ended ones have left the parked set, so the counts below
-			// would count them as running.)
+			// would count them as busy.)
 			for _, w := range g.workers {
-				if !w.owner.ended.Load() {
+				if p.inTask(w) {
 					ns.BusyWorkers++
 				}
 			}

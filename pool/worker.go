@@ -56,6 +56,7 @@ type Worker struct {
 	onCPU    atomic.Int32
 	aimed    atomic.Bool
 	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
+	leaving  atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
 	pub      published   // the counters for Stats, padded on both sides
 
 	// Written by the owner only. Of these, others read only bound, tid and
@@ -205,6 +206,7 @@ func (w *Worker) runUntil(l *latch) {
 			w.endSearch()
 			w.stopClock()
 			if l == nil {
+				w.leaving.Store(true) // before its queue is dropped: Stats counts it out
 				w.dropLocal(true)
 				return
 			}
