@@ -44,13 +44,7 @@ func WriteMarkdown(w io.Writer, sums []Summary, wls []Workload, notes map[string
 
 // writeMemoryMarkdown is writeMemory in Markdown.
 func writeMemoryMarkdown(w io.Writer, wl Workload, rows []Summary) {
-	var first *MemoryFacts
-	for _, s := range rows {
-		if s.Memory != nil {
-			first = s.Memory
-			break
-		}
-	}
+	first := firstMemory(rows)
 	if first == nil {
 		return
 	}

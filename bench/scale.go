@@ -253,11 +253,7 @@ func WriteScaleTables(w io.Writer, rep ScaleReport, wls []Workload) {
 		if len(rows) == 0 {
 			continue
 		}
-		dir := "lower is better"
-		if wl.Higher {
-			dir = "higher is better"
-		}
-		fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", wl.Name, wl.About, wl.Unit, dir)
+		fmt.Fprintf(w, "\n%s\n", heading(wl))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  contender\tworkers\tmedian %s\tmin-max\tspeedup\tefficiency\n", wl.Unit)
 		for _, r := range rows {

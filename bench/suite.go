@@ -336,11 +336,7 @@ func WriteNotedTables(w io.Writer, sums []Summary, wls []Workload, notes map[str
 		if len(rows) == 0 {
 			continue
 		}
-		dir := "lower is better"
-		if wl.Higher {
-			dir = "higher is better"
-		}
-		fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", wl.Name, wl.About, wl.Unit, dir)
+		fmt.Fprintf(w, "\n%s\n", heading(wl))
 		if n := notes[wl.Name]; n != "" {
 			fmt.Fprintf(w, "  (%s)\n", n)
 		}
@@ -363,13 +359,7 @@ func WriteNotedTables(w io.Writer, sums []Summary, wls []Workload, notes map[str
 // against and a locality table with a figure for every contender that
 // ran it.
 func writeMemory(w io.Writer, wl Workload, rows []Summary) {
-	var first *MemoryFacts
-	for _, s := range rows {
-		if s.Memory != nil {
-			first = s.Memory
-			break
-		}
-	}
+	first := firstMemory(rows)
 	if first == nil {
 		return
 	}
@@ -505,4 +495,25 @@ func counterColumns(c *pool.Counters) (names, values []string) {
 		values = append(values, v)
 	}
 	return names, values
+}
+
+// firstMemory returns the memory facts of the first of rows that has
+// them (every contender of a memory workload is sized alike), or nil.
+func firstMemory(rows []Summary) *MemoryFacts {
+	for _, s := range rows {
+		if s.Memory != nil {
+			return s.Memory
+		}
+	}
+	return nil
+}
+
+// heading is a workload's table heading: its name, what it does, its
+// unit and which way is better.
+func heading(wl Workload) string {
+	dir := "lower is better"
+	if wl.Higher {
+		dir = "higher is better"
+	}
+	return fmt.Sprintf("%s: %s (%s, %s)", wl.Name, wl.About, wl.Unit, dir)
 }
