@@ -91,7 +91,7 @@ func synthetic(spec string, real *Topology) (*Topology, error) {
 		}
 		t.Nodes = append(t.Nodes, Node{ID: n, CPUs: cpus, MemoryBytes: 0, HasCPUs: true, Locality: cpus})
 		t.Packages = append(t.Packages, Package{ID: n, CPUs: cpus})
-		t.Caches = append(t.Caches, Cache{Level: 3, Type: "Unified", LineSize: real.Machine.CacheLine, CPUs: cpus})
+		t.Caches = append(t.Caches, Cache{Level: 3, Type: "Unified", SizeBytes: realLLC(real, nodes[n]), LineSize: real.Machine.CacheLine, CPUs: cpus})
 		t.Online = t.Online.Or(cpus)
 		d.Nodes = append(d.Nodes, n)
 		row := make([]int, len(nodes))
@@ -175,4 +175,23 @@ func explicitSpec(spec string, real *Topology) ([][]int, error) {
 		nodes = append(nodes, set.List())
 	}
 	return nodes, nil
+}
+
+// realLLC is the size of the last-level cache of the real CPUs a
+// synthetic node runs on (the first of them that has one; 0 if none
+// does): a synthetic node inherits what its CPUs have rather than
+// inventing a size.
+func realLLC(real *Topology, osCPUs []int) int64 {
+	for _, os := range osCPUs {
+		var best Cache
+		for _, c := range real.Caches {
+			if c.CPUs.Has(os) && c.Level > best.Level && c.Type != "Instruction" {
+				best = c
+			}
+		}
+		if best.SizeBytes > 0 {
+			return best.SizeBytes
+		}
+	}
+	return 0
 }

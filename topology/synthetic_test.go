@@ -29,3 +29,25 @@ func TestSyntheticNodesHaveNoMemoryOfTheirOwn(t *testing.T) {
 		})
 	}
 }
+
+// A synthetic node's last-level cache is that of the real CPUs it runs
+// on, not an unknown size.
+func TestSyntheticCachesAreTheRealOnes(t *testing.T) {
+	real, err := FromFS(twoNodeFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real.Caches = []Cache{
+		{Level: 2, Type: "Unified", SizeBytes: 1 << 20, CPUs: real.Allowed},
+		{Level: 3, Type: "Unified", SizeBytes: 32 << 20, CPUs: real.Allowed},
+	}
+	topo, err := Synthetic("2x1", real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range topo.Caches {
+		if c.Level == 3 && c.SizeBytes != 32<<20 {
+			t.Errorf("synthetic L3 on CPUs %s: %d bytes, want the real L3's %d", c.CPUs, c.SizeBytes, 32<<20)
+		}
+	}
+}

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -61,13 +64,24 @@ func writeReport(w io.Writer, t *topology.Topology, pl *placement) {
 			fmt.Fprintf(w, "  [allowed CPUs: %s]", orNone(nc.String()))
 		}
 		fmt.Fprintln(w)
-		if n.MemoryBytes >= 0 {
+		root, onSysfs := strings.CutPrefix(t.Source, "sysfs:")
+		switch {
+		case strings.HasPrefix(t.Source, "synthetic:"):
+			fmt.Fprintf(w, "node %d size: none of its own (a synthetic node; see memory below)\n", n.ID)
+		case n.MemoryBytes >= 0:
 			fmt.Fprintf(w, "node %d size: %d MB\n", n.ID, n.MemoryBytes>>20)
-		} else {
+		default:
 			fmt.Fprintf(w, "node %d size: unknown\n", n.ID)
 		}
+		if free, ok := nodeFree(root, n.ID); onSysfs && ok {
+			fmt.Fprintf(w, "node %d free: %d MB\n", n.ID, free>>20)
+		}
 	}
-	if d := t.Distances; d != nil {
+	d := t.Distances
+	if root, ok := strings.CutPrefix(t.Source, "sysfs:"); ok && d == nil && len(t.Nodes) == 1 {
+		d = oneNodeDistance(root, t.Nodes[0].ID)
+	}
+	if d != nil {
 		fmt.Fprintln(w, "node distances:")
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "node\t")
@@ -180,4 +194,40 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// nodeFree reads MemFree of node id from the sysfs tree under root, as
+// numactl --hardware shows it.
+func nodeFree(root string, id int) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("sys/devices/system/node/node%d/meminfo", id)))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[2] == "MemFree:" {
+			kb, err := strconv.ParseInt(f[3], 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}
+
+// oneNodeDistance reads a lone node's distance file: the topology keeps
+// no matrix for one node (as hwloc does), but the kernel has its local
+// distance, which numactl shows.
+func oneNodeDistance(root string, id int) *topology.Distances {
+	b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("sys/devices/system/node/node%d/distance", id)))
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		return nil
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil || v <= 0 {
+		return nil
+	}
+	return &topology.Distances{Nodes: []int{id}, Matrix: [][]int{{v}}}
 }

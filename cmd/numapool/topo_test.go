@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,4 +72,37 @@ func TestTopoSpecSaysWhereMemoryIs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// topo shows what numactl --hardware shows: each node's free memory, and
+// the distances whenever sysfs has them, also a lone node's 10; on
+// captured trees, whose figures are known.
+func TestTopoShowsFreeMemoryAndDistances(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		want    []string
+	}{
+		{"16em64t-4s2c2t-offlines", []string{"node 0 free: ", "node distances:\n node  0\n   0: 10\n"}},
+		{"32intel64-2p8co2t+8ve", []string{"node 0 free: ", "node 1 free: ", "   0: 10 21\n"}},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			dir := t.TempDir()
+			a := "../../topology/testdata/fixtures/" + tc.fixture + ".tar.gz"
+			if out, err := exec.Command("tar", "-xzf", a, "-C", dir).CombinedOutput(); err != nil {
+				t.Skipf("tar: %v %s", err, out)
+			}
+			code, out, errs := runCmd("topo", "--sysfs", filepath.Join(dir, tc.fixture))
+			if code != 0 {
+				t.Fatalf("code %d: %s", code, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("topo does not say %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "none reported") {
+				t.Errorf("topo says no distances where sysfs has them:\n%s", out)
+			}
+		})
+	}
 }
