@@ -2,7 +2,7 @@
 // the NUMA node it was given to.
 //
 // New discovers the machine (or takes a topology or a synthetic spec),
-// makes one domain per NUMA node that has CPUs the process may use,
+// makes one group of workers per NUMA node that has CPUs the process may use,
 // and starts workers: goroutines locked to OS threads bound to their
 // node's CPUs (OpenMP's numa_domains by default; cores, threads,
 // ll_caches or none by option; or, with pin.Goroutines, plain goroutines
@@ -19,14 +19,18 @@
 // the other nodes' workers and inject shards, nearest first; then it
 // parks, costing no CPU until work arrives.
 //
-// Idle workers, in OpenMP's words: a worker that runs out of work keeps
+// # Idle workers
+//
+// In OpenMP's words: a worker that runs out of work keeps
 // searching for the block time (DefaultBlockTime, 50µs) and then sleeps
 // until work arrives, costing no CPU (the passive policy). WithBlockTime
 // is the one setting: 0 sleeps at once, a negative time never sleeps (the
 // active policy: a hand-off is picked up sooner, and an idle pool keeps
 // up to half the workers' CPUs busy).
 //
-// The API. Outside any task you hold the *Pool; inside a task you hold
+// # The API
+//
+// Outside any task you hold the *Pool; inside a task you hold
 // the *Worker that runs it, and w.Pool() is its pool. Every call behaves
 // the same wherever it is made, except that from inside a task a call
 // that waits runs other tasks meanwhile instead of blocking its worker,
@@ -55,6 +59,8 @@
 //     leaves each page to the worker that first writes it.
 //   - Close, Shutdown(ctx), Stats, Explain, Workers and Nodes.
 //
+// # The environment
+//
 // The environment, in OpenMP's vocabulary, gives defaults that options
 // override (WithoutEnv ignores it): NUMAPOOL_NUM_WORKERS (a count),
 // NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none),
@@ -68,7 +74,20 @@
 // named, with the nearest setting, on stderr once and in Explain, and
 // fails New under WithRequiredPlacement.
 //
-// Errors and misuse: conditions a caller cannot rule out return errors
+// # Costs
+//
+// Orders of magnitude on a current x86 server (docs/performance.md has
+// the measured figures and how they were made): a Spawn or a Submit from
+// outside, tens of nanoseconds; a Join or Fork whose half nobody steals,
+// tens of nanoseconds, and one that is stolen, a microsecond or so; a Run
+// from outside, a microsecond while a worker searches, tens of
+// microseconds when a parked worker's thread must be woken; a parked
+// pool, no CPU. Offload batches (a Group, ParallelFor, MapReduce) rather
+// than one small job at a time.
+//
+// # Errors and misuse
+//
+// Conditions a caller cannot rule out return errors
 // to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
 // ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer
 // mistakes panic with a message that starts with "pool:", the same in
@@ -76,7 +95,9 @@
 // not running a task on it (checked in every build on amd64 and arm64,
 // with -race elsewhere), SetLimit on a Group with active tasks. A panic never leaves a queue half-changed.
 //
-// Panics in tasks: a task's panic is recovered and the worker lives on.
+// # Panics and runtime.Goexit in tasks
+//
+// A task's panic is recovered and the worker lives on.
 // Join, Fork, Group.Wait, ParallelFor, MapReduce, Run and a Future
 // return it as a *PanicError. A plain task's panic goes to the
 // WithPanicHandler handler; without one, or when the handler panics
@@ -108,7 +129,9 @@
 // the thread it is on, gives the deserted thread the process's mask back
 // and counts it (Counters.Relocks). Test: TestStrayUnlockKeepsTheThread.
 //
-// Shutdown: Close stops intake, runs everything queued and everything
+// # Close and Shutdown
+//
+// Close stops intake, runs everything queued and everything
 // those tasks spawn, and joins the workers, whose locked threads exit with
 // them.
 // Shutdown(ctx) gives up when ctx is done: tasks not started are dropped
