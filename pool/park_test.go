@@ -20,8 +20,8 @@ func TestIdleCPU(t *testing.T) {
 	}
 	const window = 300 * time.Millisecond
 	for _, tc := range []struct {
-		name     string
-		opts     []Option
+		name  string
+		opts  []Option
 		spins bool          // active: never sleeps
 		max   time.Duration // CPU used in window
 	}{
