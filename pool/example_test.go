@@ -384,3 +384,135 @@ func ExamplePanicError() {
 	// true
 	// pool: task panicked: record 42: no closing quote
 }
+
+// Spawn queues work from inside a task on the task's own worker, where
+// idle workers of its node steal it first.
+func ExampleWorker_Spawn() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	var sum atomic.Int64
+	_ = p.Submit(context.Background(), func(w *pool.Worker) {
+		for i := range 10 {
+			w.Spawn(func(*pool.Worker) { sum.Add(int64(i)) })
+		}
+	})
+	_ = p.Close() // runs what the task spawned too
+	fmt.Println(sum.Load())
+	// Output: 45
+}
+
+// addTo is a function value made once: SpawnWith passes it its argument
+// without a closure, so a spawned task allocates nothing.
+func addTo(_ *pool.Worker, x int) { total.Add(int64(x)) }
+
+var total atomic.Int64
+
+func ExampleSpawnWith() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	_ = p.Submit(context.Background(), func(w *pool.Worker) {
+		for i := 1; i <= 100; i++ {
+			pool.SpawnWith(w, addTo, i)
+		}
+	})
+	_ = p.Close()
+	fmt.Println(total.Load())
+	// Output: 5050
+}
+
+// Split says which node's workers process which part of a ParallelFor's
+// range: the same blocks on every call with the same n.
+func ExamplePool_Split() {
+	p, _ := pool.New(pool.WithSpec("2x1"), pool.WithoutEnv()) // two NUMA nodes, even on one
+	defer p.Close()
+	for _, b := range p.Split(1000) {
+		fmt.Printf("node %d: [%d, %d)\n", b.Node, b.Lo, b.Hi)
+	}
+	// Output:
+	// node 0: [0, 500)
+	// node 1: [500, 1000)
+}
+
+// AllocFirstTouch leaves each page to the worker that first writes it:
+// initialise the slice with the ParallelFor that later processes it, and
+// each node's block stays in that node's memory.
+func ExampleAllocFirstTouch() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	const n = 1 << 20
+	data, release, err := pool.AllocFirstTouch[float64](n)
+	if err != nil {
+		panic(err)
+	}
+	defer release()
+	ctx := context.Background()
+	_ = p.ParallelFor(ctx, n, 0, func(_ *pool.Worker, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			data[i] = 1 // the first touch: the page lands on this worker's node
+		}
+		return nil
+	})
+	sum, _ := pool.MapReduce(ctx, p, n, 0, func(_ *pool.Worker, lo, hi int) (float64, error) {
+		s := 0.0
+		for _, v := range data[lo:hi] {
+			s += v
+		}
+		return s, nil
+	}, func(a, b float64) float64 { return a + b })
+	fmt.Println(sum)
+	// Output: 1.048576e+06
+}
+
+// AllocOnNode binds a slice to one of the pool's nodes' memory.
+func ExampleAllocOnNode() {
+	p, _ := pool.New(pool.WithoutEnv())
+	defer p.Close()
+	node := p.Node(p.Nodes()[0])
+	s, release, err := pool.AllocOnNode[int64](node, 4096)
+	if errors.Is(err, pin.ErrUnsupported) {
+		fmt.Println(4096) // no NUMA placement on this system
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	defer release()
+	fmt.Println(len(s))
+	// Output: 4096
+}
+
+// Shutdown gives up when its context is done: what has not started is
+// dropped and counted, and its waiters get ErrAbandoned.
+func ExamplePool_Shutdown() {
+	p, _ := pool.New(pool.WithWorkers(1), pool.WithoutEnv())
+	release := make(chan struct{})
+	started := make(chan struct{})
+	_ = p.Submit(context.Background(), func(*pool.Worker) { close(started); <-release })
+	<-started
+	f := pool.Async(p, func(*pool.Worker) (int, error) { return 1, nil }) // queued behind it
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dropped, err := p.Shutdown(ctx)
+	_, ferr := f.Wait()
+	fmt.Println(dropped, errors.Is(err, pool.ErrAbandoned), errors.Is(ferr, pool.ErrAbandoned))
+	close(release)
+	_ = p.Close()
+	// Output: 1 true true
+}
+
+// Stats counts what the workers did; Explain says where they are.
+func ExamplePool_Stats() {
+	p, _ := pool.New(pool.WithWorkers(2), pool.WithoutEnv())
+	for range 100 {
+		_ = p.Submit(context.Background(), func(*pool.Worker) {})
+	}
+	_ = p.Close() // after Close the counts are exact
+	st := p.Stats()
+	fmt.Println(st.Submitted, st.Total.TasksRun, st.Total.Completed, st.BusyWorkers)
+	// Output: 100 100 100 0
+}
+
+func ExamplePool_Explain() {
+	p, _ := pool.New(pool.WithSpec("2x1"), pool.WithoutEnv())
+	defer p.Close()
+	fmt.Println(strings.SplitN(p.Explain(), ";", 2)[0])
+	// Output: numapool: 2 workers on 2 nodes
+}
