@@ -670,3 +670,37 @@ func TestNoAffinityLeak(t *testing.T) {
 		t.Errorf("after Close the main thread's mask is not the process's %s:\n%s", all, b)
 	}
 }
+
+// handOffBound is how many times a goroutine and a channel's round trip a
+// pool.Run from outside may take on several nodes: twice the ratio on one
+// node (about 2x). A pool that wakes a parked worker's thread on every
+// call is far above it.
+const handOffBound = 4
+
+// pool.Run from ordinary code, back to back, on a real multi-node kernel:
+// its median round trip against a goroutine and a channel's in the same
+// run (the VM makes both slow alike).
+func TestHandOffAgainstAGoroutine(t *testing.T) {
+	multiNode(t)
+	p := newPool(t)
+	const calls = 4000
+	median := func(call func()) time.Duration {
+		lat := make([]time.Duration, 0, calls)
+		for range calls {
+			start := time.Now()
+			call()
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2]
+	}
+	fn := func(*pool.Worker) (int, error) { return 1, nil }
+	done := make(chan struct{})
+	run := median(func() { _, _ = pool.Run(p, fn) })
+	gor := median(func() { go func() { done <- struct{}{} }(); <-done })
+	ratio := float64(run) / float64(max(gor, 1))
+	t.Logf("hand-off on %d nodes: pool.Run p50 %v, a goroutine and a channel p50 %v: %.1fx", len(p.Nodes()), run, gor, ratio)
+	if ratio > handOffBound {
+		t.Errorf("pool.Run's round trip is %.1fx a goroutine's, want at most %dx", ratio, handOffBound)
+	}
+}
