@@ -34,6 +34,7 @@ func Workloads() []Workload {
 		{"reduce", "ms", false, "sum of square roots over 2^24 indexes (compute bound)", runReduce},
 		{"uts", "Mnodes/s", true, "unbalanced tree search, geometric branching, fixed seed, ~10^6 nodes", runUTS},
 		{"pingpong", "µs", false, "hand one task over and wait for it, repeat: pool.Run for numapool, a channel for the others (median; p99 in extras)", runPingPong},
+		{"pingpong-2x1", "µs", false, "the same with numapool's pool on two synthetic one-CPU nodes (a 2x1 spec over this machine's CPUs), the others as in pingpong", runPingPong2x1},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
 	}
@@ -348,6 +349,24 @@ func runPingPong(r *runner, s float64) (float64, map[string]float64, error) {
 	}
 	slices.Sort(lat)
 	return lat[rounds/2], map[string]float64{"p99": lat[rounds*99/100]}, nil
+}
+
+// runPingPong2x1 is runPingPong with the numapool contenders on a pool of
+// two synthetic nodes of one CPU each, made with the contender's options:
+// the hand-off across nodes that a multi-node machine has.
+func runPingPong2x1(r *runner, s float64) (float64, map[string]float64, error) {
+	if r.c.kind != kindNumapool {
+		return runPingPong(r, s)
+	}
+	p, err := pool.New(append(slices.Clone(r.c.opts), pool.WithSpec("2x1"))...)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer p.Close()
+	own := r.p
+	r.p = p
+	defer func() { r.p = own }()
+	return runPingPong(r, s)
 }
 
 // runPipeline parses, transforms and reduces chunks of perChunk numbers:
