@@ -342,8 +342,8 @@ func balancedLoad(p *pool.Pool, d time.Duration, submit func(node int, fn func(*
 	return nTotal.Load(), nOff.Load(), err
 }
 
-// SubmitTo tasks run on their node: under balanced load at least 99% of
-// them (soft affinity lets a dry node help), SubmitToStrict's all of
+// Node.Submit tasks run on their node: under balanced load at least 99% of
+// them (soft affinity lets a dry node help), a Strict Node's all of
 // them, always. A fixed batch per node, queued before the workers start,
 // is also run and its figures logged: there the node that finishes first
 // helps the others at the end.
@@ -384,7 +384,7 @@ func TestSubmitToRunsOnNode(t *testing.T) {
 	}
 }
 
-// Soft SubmitTo from one goroutine outside the pool, to the nodes in turn
+// Soft Node.Submit from one goroutine outside the pool, to the nodes in turn
 // (tasks of 2µs): the submitter shares a CPU with one node's workers, so
 // that node falls behind now and then and the others run dry first. The
 // patience rule (pool/soft.go) leaves a node's tasks to it while it keeps

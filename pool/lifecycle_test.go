@@ -20,7 +20,7 @@ import (
 )
 
 // The life-cycle test drives a pool with random scripts: client
-// goroutines submit in every way the API offers, wait on domains and
+// goroutines submit in every way the API offers, wait on Groups and
 // loops, and at random points close the pool or shut it down with a short
 // deadline, some from inside tasks. Whatever the interleaving, every call
 // returns, every accepted unit of work runs once or is counted abandoned,
@@ -260,11 +260,11 @@ func (r *lcRound) submit(rng *rand.Rand, set func(string, ...any)) {
 		set(how)
 		err = r.p.Submit(context.Background(), fn)
 	case 1:
-		how = fmt.Sprintf("SubmitTo(%d)", node)
+		how = fmt.Sprintf("Node(%d).Submit", node)
 		set(how)
 		err = r.p.Node(node).Submit(context.Background(), fn)
 	case 2:
-		how = fmt.Sprintf("SubmitToStrict(%d)", node)
+		how = fmt.Sprintf("Node(%d).Strict().Submit", node)
 		set(how)
 		err = r.p.Node(node).Strict().Submit(context.Background(), fn)
 	case 3:
@@ -792,7 +792,7 @@ func gaveUpEarly(err error) bool {
 }
 
 // closeRacingSubmits is one round: eight goroutines submit (Submit,
-// SubmitTo, TrySubmit) in a loop until they are refused, and once closeAt
+// Node.Submit, TrySubmit) in a loop until they are refused, and once closeAt
 // submissions are accepted, Close runs among them. It returns how many
 // submissions were accepted, how many tasks ran and how many the pool
 // reports abandoned.
@@ -1649,7 +1649,7 @@ func lifecycleShutdownRacesDrainAccounting(t *testing.T) {
 	}
 }
 
-// ParallelForErr, MapReduce and domains with limits, from outside and
+// ParallelFor, MapReduce and Groups with limits, from outside and
 // inside, failing while Shutdown aborts: every waiter returns.
 func lifecycleLoopsFailingDuringAbort(t *testing.T) {
 	specs := []string{"", "2x2", "4x1"}
@@ -2018,8 +2018,8 @@ func ledgerTree(l *ledger, id, depth, fanout int, panicky func() bool) func(*Wor
 }
 
 // submitPlain submits fn from outside the pool in one of five ways, by
-// kind: Submit, SubmitTo node, SubmitToStrict node, TrySubmit, or a
-// strict SubmitCtx that gives up after 200µs.
+// kind: Submit, a Node's Submit, a Strict Node's Submit, TrySubmit, or a
+// Strict Node's Submit with a context that gives up after 200µs.
 func submitPlain(p *Pool, kind, node int, fn func(*Worker)) error {
 	switch kind {
 	case 0:

@@ -193,13 +193,13 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 		run  loop
 		stop error // what the body's stop makes the loop return
 	}{
-		{"Pool.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
+		{"ParallelFor, failing", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
 			return p.ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
 		}, errEnough},
-		{"Pool.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
+		{"ParallelFor, cancelled", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) error {
 			return p.ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { _ = body(lo, hi); return nil })
 		}, context.Canceled},
-		{"Worker.ParallelForErr", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
+		{"ParallelFor inside a task, failing", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
 			if serr := inTask(p, func(w *Worker) {
 				err = w.Pool().ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { return body(lo, hi) })
 			}); serr != nil {
@@ -207,7 +207,7 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 			}
 			return err
 		}, errEnough},
-		{"Worker.ParallelForCtx", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
+		{"ParallelFor inside a task, cancelled", func(p *Pool, ctx context.Context, n, grain int, body func(lo, hi int) error) (err error) {
 			if serr := inTask(p, func(w *Worker) {
 				err = w.Pool().ParallelFor(ctx, n, grain, func(_ *Worker, lo, hi int) error { _ = body(lo, hi); return nil })
 			}); serr != nil {

@@ -49,7 +49,7 @@ func parseRecord(line []byte) (category []byte, amount int64, err error) {
 	return cat, amount, nil
 }
 
-// --- numapool: ParallelForErr with a map per worker ---
+// --- numapool: ParallelFor with a map per worker ---
 
 func aggregateNumapool(ctx context.Context, p *pool.Pool, lines [][]byte) (map[string]int64, error) {
 	sums := pool.NewPerWorker(p, func() map[string]int64 { return map[string]int64{} })
