@@ -229,9 +229,14 @@ func TestParallelForRangesNearMaxInt(t *testing.T) {
 								ctx, cancel := context.WithCancel(context.Background())
 								defer cancel()
 								log := &rangeLog{n: n}
+								// A failing body only fails and a cancelling one only
+								// cancels: a body that did both would race its own
+								// error against another worker seeing ctx done.
 								body := func(lo, hi int) error {
 									if log.add(lo, hi) >= edgeStopAfter && n > edgeSmall {
-										cancel()
+										if lp.stop == context.Canceled {
+											cancel()
+										}
 										return errEnough
 									}
 									return nil
