@@ -35,6 +35,12 @@ func Workloads() []Workload {
 		{"uts", "Mnodes/s", true, "unbalanced tree search, geometric branching, fixed seed, ~10^6 nodes", runUTS},
 		{"pingpong", "µs", false, "hand one task over and wait for it, repeat: pool.Run for numapool, a channel for the others (median; p99 in extras)", runPingPong},
 		{"pingpong-2x1", "µs", false, "the same with numapool's pool on two synthetic one-CPU nodes (a 2x1 spec over this machine's CPUs), the others as in pingpong", runPingPong2x1},
+		{"pingpong-spaced", "µs", false, "pingpong with a pause of 200µs before each hand-off, longer than the default block time: a passive pool's workers sleep in between, as a service's do between requests", func(r *runner, s float64) (float64, map[string]float64, error) {
+			return runHandOffs(r, s, pauseRounds, pause)
+		}},
+		{"pingpong-spaced-2x1", "µs", false, "the same on the 2x1 pool of pingpong-2x1", func(r *runner, s float64) (float64, map[string]float64, error) {
+			return on2x1(r, func() (float64, map[string]float64, error) { return runHandOffs(r, s, pauseRounds, pause) })
+		}},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
 	}
@@ -328,14 +334,31 @@ func runUTS(r *runner, s float64) (float64, map[string]float64, error) {
 func pong(*pool.Worker) (struct{}, error) { return struct{}{}, nil }
 
 func runPingPong(r *runner, s float64) (float64, map[string]float64, error) {
-	rounds := scaled(10000, s)
+	return runHandOffs(r, s, 10000, 0)
+}
+
+// The pause case: hand-offs pause apart, longer than DefaultBlockTime, so
+// that each one finds a passive pool asleep.
+const (
+	pause       = 200 * time.Microsecond
+	pauseRounds = 2000
+)
+
+// runHandOffs hands one task over rounds (scaled by s) times, gap apart,
+// and reports the median round trip in µs and the 99th percentile.
+func runHandOffs(r *runner, s float64, rounds int, gap time.Duration) (float64, map[string]float64, error) {
+	if r.c.kind == kindSequential {
+		return 0, nil, na("nothing is handed to another thread")
+	}
+	rounds = scaled(rounds, s)
 	lat := make([]float64, rounds)
 	ch := make(chan struct{})
 	for i := range rounds {
+		if gap > 0 {
+			time.Sleep(gap)
+		}
 		start := time.Now()
 		switch r.c.kind {
-		case kindSequential:
-			return 0, nil, na("nothing is handed to another thread")
 		case kindNumapool: // the pool's own waiting primitive
 			if _, err := pool.Run(r.p, pong); err != nil {
 				return 0, nil, err
@@ -352,11 +375,18 @@ func runPingPong(r *runner, s float64) (float64, map[string]float64, error) {
 }
 
 // runPingPong2x1 is runPingPong with the numapool contenders on a pool of
-// two synthetic nodes of one CPU each, made with the contender's options:
-// the hand-off across nodes that a multi-node machine has.
+// two synthetic nodes of one CPU each.
 func runPingPong2x1(r *runner, s float64) (float64, map[string]float64, error) {
+	return on2x1(r, func() (float64, map[string]float64, error) { return runPingPong(r, s) })
+}
+
+// on2x1 runs run with the numapool contenders on a pool of two synthetic
+// nodes of one CPU each, made with the contender's options: the hand-off
+// across nodes that a multi-node machine has. The other contenders run
+// as they are.
+func on2x1(r *runner, run func() (float64, map[string]float64, error)) (float64, map[string]float64, error) {
 	if r.c.kind != kindNumapool {
-		return runPingPong(r, s)
+		return run()
 	}
 	p, err := pool.New(append(slices.Clone(r.c.opts), pool.WithSpec("2x1"))...)
 	if err != nil {
@@ -366,7 +396,7 @@ func runPingPong2x1(r *runner, s float64) (float64, map[string]float64, error) {
 	own := r.p
 	r.p = p
 	defer func() { r.p = own }()
-	return runPingPong(r, s)
+	return run()
 }
 
 // runPipeline parses, transforms and reduces chunks of perChunk numbers:
