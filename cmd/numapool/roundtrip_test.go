@@ -122,23 +122,32 @@ func TestRoundTripGivesUp(t *testing.T) {
 }
 
 // bench prints the round trip before and after the run, and not with
-// --mode, whose run perf stat measures.
+// --mode, whose run perf stat measures. A probe may give up on a machine
+// so busy that one of its two threads waits a second for a CPU (under
+// go test ./..., beside other packages' tests): bench then says so in the
+// same place, which is what is checked; other errors are not accepted.
+// TestRoundTrip checks the figure itself.
 func TestBenchPrintsTheRoundTrip(t *testing.T) {
 	if _, _, ok := roundTripPair(topology.Discover()); runtime.GOOS != "linux" || !ok || runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs two cores to pin to")
 	}
 	_, out, _ := runCmd("bench", "--workload", "spawn,fib-20", "--contender", "sequential", "--reps", "2", "--size", "0.01")
-	re := regexp.MustCompile(`(?m)^a cache line from CPU \d+ to \d+ and back, (before the run|after it): \d+ ns$`)
+	gaveUp := `not measured \(timing CPUs \d+ and \d+: ` + regexp.QuoteMeta(errRoundTripSlow.Error()) + `\)`
+	re := regexp.MustCompile(`(?m)^a cache line from CPU \d+ to \d+ and back, (before the run|after it): (\d+ ns|` + gaveUp + `)$`)
 	if n := len(re.FindAllString(out, -1)); n != 2 {
 		t.Errorf("%d round-trip lines, want 2:\n%s", n, out)
 	}
 	// One under each table's title: the range over its rounds.
-	re = regexp.MustCompile(`(?m)^(spawn|fib-20): .*\n  \(a cache line from CPU \d+ to \d+ and back, before its rounds: (\d+)-(\d+) ns\)$`)
+	re = regexp.MustCompile(`(?m)^(spawn|fib-20): .*\n  \(a cache line from CPU \d+ to \d+ and back, before its rounds: (?:(\d+)-(\d+) ns(?:, \d+ of \d+ ` + gaveUp + `)?|` + gaveUp + `)\)$`)
 	tables := re.FindAllStringSubmatch(out, -1)
 	if len(tables) != 2 {
 		t.Errorf("%d tables with the round trip over their rounds, want 2:\n%s", len(tables), out)
 	}
 	for _, m := range tables {
+		if m[2] == "" {
+			t.Logf("%s: the probe gave up before every round (a busy machine)", m[1])
+			continue
+		}
 		if lo, hi := atoi(t, m[2]), atoi(t, m[3]); lo <= 0 || lo > hi {
 			t.Errorf("%s: round trips %d-%d ns", m[1], lo, hi)
 		}
