@@ -17,9 +17,12 @@ import (
 //	t, err := launch.Synthetic("2x1", topology.Discover())
 //	p, err := pool.New(pool.WithTopology(t))
 //
-// topology.Synthetic itself (and NUMAPOOL_TOPOLOGY) maps the spec onto the
-// allowed CPUs only, so each rank sees the whole synthetic machine on its
-// own CPUs. It is an error when none of the spec's CPUs is allowed.
+// This is what a pool made with WithSpec or NUMAPOOL_TOPOLOGY does when
+// the process has only some of the online CPUs (falling back to
+// topology.Synthetic when that leaves it none). topology.Synthetic itself
+// maps the spec onto the allowed CPUs only, wrapping around them, so a
+// process sees the whole synthetic machine on its own CPUs. It is an
+// error when none of the spec's CPUs is allowed.
 func Synthetic(spec string, real *topology.Topology) (*topology.Topology, error) {
 	if real == nil {
 		return nil, fmt.Errorf("launch: Synthetic(%q, nil)", spec)

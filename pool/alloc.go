@@ -40,6 +40,9 @@ type Numeric interface {
 func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err error) {
 	call := fmt.Sprintf("AllocOnNode(node %d, %d)", node.ID(), n)
 	mem, err := node.memory()
+	if errors.Is(err, ErrUnknownNode) {
+		return nil, nil, fmt.Errorf("%w, in %s", err, call) // the error names the node and the pool's
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("pool: %s: %w", call, err)
 	}

@@ -58,7 +58,7 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 	past := slices.Max(p.Nodes()) + 1
 	t.Run("not the pool's", func(t *testing.T) {
 		_, _, err := AllocOnNode[float64](p.Node(past), 1000)
-		wantUnknownMemoryNode(t, err, fmt.Sprintf("AllocOnNode(node -1, 1000): pool: unknown node: %d (the pool's nodes: %v)", past, p.Nodes()))
+		wantUnknownMemoryNode(t, err, fmt.Sprintf("pool: unknown node: %d (the pool's nodes: %v), in AllocOnNode(node %d, 1000)", past, p.Nodes(), past))
 	})
 	t.Run("memory not allowed", func(t *testing.T) {
 		defer func(old func() topology.CPUSet) { memoryNodes = old }(memoryNodes)

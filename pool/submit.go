@@ -57,6 +57,7 @@ func (p *Pool) TrySubmit(fn func(*Worker)) error {
 type Node struct {
 	p      *Pool   // held, so that a kept Node keeps its pool open
 	g      *domain // nil for an unknown node
+	id     int     // the OS ID it was made for
 	strict bool
 	err    error
 }
@@ -66,7 +67,7 @@ type Node struct {
 // w.Pool().Node(id).
 func (p *Pool) Node(id int) Node {
 	g, err := p.domainOf(id)
-	return Node{p: p, g: g, err: err}
+	return Node{p: p, g: g, id: id, err: err}
 }
 
 // Strict returns the node with the preference made hard: work sent to it
@@ -79,13 +80,9 @@ func (n Node) Strict() Node {
 	return n
 }
 
-// ID returns the node's OS ID (-1 for the domain of CPUs on no node).
-func (n Node) ID() int {
-	if n.g == nil {
-		return -1
-	}
-	return n.g.node.ID
-}
+// ID returns the OS ID the node was made for (-1 for the domain of CPUs
+// on no node), also for a node the pool does not have.
+func (n Node) ID() int { return n.id }
 
 // Submit queues fn on the node, as Pool.Submit does on the pool: with
 // WithShardBound it waits while the node's queue is full, until ctx is

@@ -73,8 +73,8 @@ func TestNodeUnknown(t *testing.T) {
 	fn := func(*Worker) { t.Error("a task for an unknown node ran") }
 	ctx := context.Background()
 	for _, n := range []Node{p.Node(42), p.Node(42).Strict()} {
-		if n.ID() != -1 {
-			t.Errorf("Node(42): ID %d, want -1", n.ID())
+		if n.ID() != 42 {
+			t.Errorf("Node(42): ID %d, want 42, the ID it was made for", n.ID())
 		}
 		for name, err := range map[string]error{
 			"Submit":    n.Submit(context.Background(), fn),

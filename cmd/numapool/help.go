@@ -46,7 +46,7 @@ func commands() []command {
 			flags:    func() *flag.FlagSet { fs, _ := explainFlags(); return fs },
 			more: func(w io.Writer) {
 				fmt.Fprintln(w, "\nUnset flags take their values from NUMAPOOL_NUM_WORKERS, _PLACES, _STEAL,")
-				fmt.Fprintln(w, "_TOPOLOGY, _NODES, _WAIT_POLICY and _BLOCKTIME.")
+				fmt.Fprintln(w, "_TOPOLOGY, _NODES, _WAIT_POLICY, _BLOCKTIME and _DISPLAY_AFFINITY.")
 			},
 			run: explainCmd,
 		},
