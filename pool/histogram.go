@@ -139,8 +139,8 @@ func (w *Worker) sample(t *task) {
 
 // observed runs it (record t, nil for a plain task queued as its
 // function) under t's labels, timing it if it was sampled: the path of
-// Worker.run for a task with labels or a stamp, or one that follows a
-// task with labels on the worker (whose labels it must not keep).
+// Worker.run for a task whose labels are not those the worker runs under
+// (labels.go: the worker leaves them set after the task), or with a stamp.
 func (w *Worker) observed(it item, t *task) {
 	var s *labelSet
 	var at int64
@@ -148,7 +148,7 @@ func (w *Worker) observed(it item, t *task) {
 		s, at = t.labels, t.at
 		t.at = 0 // a reused record is not sampled again by mistake
 	}
-	prev := w.runUnder(s)
+	w.runUnder(s)
 	var start time.Time
 	if at != 0 {
 		start = time.Now()
@@ -166,5 +166,4 @@ func (w *Worker) observed(it item, t *task) {
 		w.lat.run.add(int64(time.Since(start)))
 		w.lat.changed = true
 	}
-	w.runUnder(prev)
 }

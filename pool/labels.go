@@ -16,8 +16,16 @@ import (
 // numapool.worker), set once when its goroutine starts, so that the
 // labels of the goroutine that called New (which a goroutine started in
 // New would inherit) never reach its tasks. A task that carries a label
-// set (labelSet) runs under that set merged with the worker's, and the
-// worker's own labels come back when the task returns.
+// set (labelSet) runs under that set merged with the worker's. The worker
+// sets a task's labels as it starts the task, only if they differ from
+// those it runs under (Worker.labels), and leaves them set after: the
+// next task, which often has the same, then sets nothing. So while a task
+// runs, Worker.labels is that task's set. Two places put labels back: a
+// task that waits inside (runUntil) gets its own back when its wait ends,
+// since the tasks it ran meanwhile may have set others; and a worker that
+// runs out of work goes back to the labels of the task it waits in (its
+// own labels in the idle loop), so that neither its search nor its spin is
+// counted to the last task's job.
 //
 // Who carries a label set: a submission whose context has labels (Submit,
 // a Node's Submit, Group, ParallelFor, MapReduce) reads them once, when
@@ -146,15 +154,12 @@ func (w *Worker) startLabels() {
 	pprof.SetGoroutineLabels(w.ownLabels)
 }
 
-// runUnder makes s the labels w's goroutine runs under, and returns the
-// set it ran under before.
-func (w *Worker) runUnder(s *labelSet) (prev *labelSet) {
-	prev = w.labels
-	if s != prev {
+// runUnder makes s the labels w's goroutine runs under.
+func (w *Worker) runUnder(s *labelSet) {
+	if s != w.labels {
 		w.labels = s
 		pprof.SetGoroutineLabels(w.labelsFor(s))
 	}
-	return prev
 }
 
 // inherit gives t, made by the task running on w, that task's label set

@@ -216,6 +216,35 @@ func TestWorkerLabelsNotInherited(t *testing.T) {
 	if _, ok := got["caller"]; ok || got[labelWorker] != "0" {
 		t.Errorf("a plain task's labels are %v, want the worker's alone", got)
 	}
+
+	// A worker keeps a task's labels after it, for the next task, but not
+	// once it runs out of work: asleep, it has its own alone.
+	done := make(chan struct{})
+	job := pprof.WithLabels(context.Background(), pprof.Labels("job", "a"))
+	if err := p.Submit(job, func(*Worker) { close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var last map[string]string
+	if !eventually(10*time.Second, func() bool {
+		last = parkedLabels(t)
+		return last != nil && last["job"] == "" && last[labelWorker] == "0"
+	}) {
+		t.Errorf("the parked worker's labels are %v, want its own alone", last)
+	}
+}
+
+// parkedLabels returns the labels of a goroutine parked in Worker.park,
+// or nil if none is.
+func parkedLabels(t *testing.T) map[string]string {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), ".(*Worker).park+") {
+		return nil
+	}
+	return goroutineLabels(t, "(*Worker).park")
 }
 
 // Submissions under one label set share one interned set, whose merged

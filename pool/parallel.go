@@ -258,7 +258,9 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 	}
 	grain = min(grain, n) // a part is at most the whole range
 	ctx, end := traceTask(ctx, "numapool.ParallelFor")
-	defer end()
+	if end != nil {
+		defer end()
+	}
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}
 	s.finished.w = w
 	s.remaining.Store(int64(n))

@@ -222,7 +222,9 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 		return ErrClosed
 	}
 	ctx, end := traceTask(ctx, "numapool.MapReduce")
-	defer end()
+	if end != nil {
+		defer end()
+	}
 	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}, each: each,
 		blocks: make([]padded[chunkBlock], len(p.domains))}
 	l.finished.w = w

@@ -39,10 +39,10 @@ func (w *Worker) traceCross(from *domain, moved uint64, pull bool) {
 }
 
 // traceTask begins a trace task named name under ctx if tracing is on;
-// end (never nil) ends it.
+// end ends it, and is nil when tracing is off.
 func traceTask(ctx context.Context, name string) (_ context.Context, end func()) {
 	if !trace.IsEnabled() {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	ctx, t := trace.NewTask(ctx, name)
 	return ctx, t.End

@@ -199,10 +199,12 @@ func (w *Worker) loop() { w.runUntil(nil) }
 // waiting for it, and sleeps until its latch is set.
 func (w *Worker) runUntil(l *latch) {
 	p := w.pool
+	own := w.labels // the labels of the task that waits (labels.go); nil in the idle loop
 	for !l.probe() {
 		it := w.next()
 		if it.none() {
 			w.stopClock()
+			w.runUnder(own)
 			it = w.search()
 		}
 		if it.none() && (w.searching || l != nil) {
@@ -233,6 +235,7 @@ func (w *Worker) runUntil(l *latch) {
 		}
 	}
 	w.endSearch()
+	w.runUnder(own)
 }
 
 // next returns the next local task: every interval tasks one from the
