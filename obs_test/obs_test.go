@@ -128,7 +128,8 @@ func TestCPUProfileSplitsByJob(t *testing.T) {
 
 // An execution trace of a ParallelFor, a Group and a Run shows each as a
 // trace task named after the call, with regions of its task whose types
-// name the nodes its work ran on.
+// name the nodes its work ran on; and every take of tasks from another
+// node that Stats counts is a log event in the trace.
 func TestTraceShowsLoopsGroupsAndCalls(t *testing.T) {
 	p, err := pool.New(pool.WithoutEnv(), pool.WithSpec("2x1"))
 	if err != nil {
@@ -147,6 +148,21 @@ func TestTraceShowsLoopsGroupsAndCalls(t *testing.T) {
 	g.Go(func(*pool.Worker) error { return nil })
 	errG := g.Wait()
 	_, errR := pool.Run(p, func(*pool.Worker) (int, error) { return 1, nil })
+	// Tasks spawned on one node, which the other node's idle worker steals.
+	before := p.Stats().Total
+	var wg sync.WaitGroup
+	wg.Add(200)
+	_ = p.Submit(context.Background(), func(w *pool.Worker) {
+		for range 200 {
+			w.Spawn(func(*pool.Worker) { spinJobA(20 * time.Microsecond); wg.Done() })
+		}
+	})
+	wg.Wait()
+	if err := p.Close(); err != nil { // the counters are exact after Close
+		t.Fatal(err)
+	}
+	c := p.Stats().Total.Sub(before)
+	crossTakes := c.StealsCrossNode + c.InjectPullsCrossNode + c.CrossNodeSentHome
 	trace.Stop()
 	if err != nil || errG != nil || errR != nil {
 		t.Fatal(err, errG, errR)
@@ -158,6 +174,7 @@ func TestTraceShowsLoopsGroupsAndCalls(t *testing.T) {
 	}
 	tasks := map[xtrace.TaskID]string{}     // task ID -> type
 	regions := map[string]map[string]bool{} // task type -> region types
+	var crossLogs uint64
 	for {
 		ev, err := r.ReadEvent()
 		if err != nil {
@@ -173,6 +190,10 @@ func TestTraceShowsLoopsGroupsAndCalls(t *testing.T) {
 				regions[typ] = map[string]bool{}
 			}
 			regions[typ][reg.Type] = true
+		case xtrace.EventLog:
+			if ev.Log().Category == "numapool.cross-node" {
+				crossLogs++
+			}
 		}
 	}
 	for _, want := range []string{"numapool.ParallelFor", "numapool.Group", "numapool.Run"} {
@@ -192,4 +213,11 @@ func TestTraceShowsLoopsGroupsAndCalls(t *testing.T) {
 	if len(regions["numapool.Group"]) == 0 || len(regions["numapool.Run"]) == 0 {
 		t.Errorf("the Group's or the Run's task has no region: %v", regions)
 	}
+	if crossLogs < crossTakes {
+		t.Errorf("%d numapool.cross-node log events for %d cross-node takes in Stats", crossLogs, crossTakes)
+	}
+	if crossTakes == 0 {
+		t.Logf("no cross-node take happened: the log events were not checked")
+	}
+	t.Logf("cross-node takes: %d, log events: %d", crossTakes, crossLogs)
 }
