@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -268,5 +271,81 @@ func TestLabelSetsInterned(t *testing.T) {
 	}
 	if v, _ := pprof.Label(w.labelsFor(s1), "job"); v != "a" {
 		t.Fatalf("merged labels lack job=a")
+	}
+}
+
+// Tasks with labels are queued as their records, which are reused like
+// any plain task's: under a mix of label sets (two jobs and none) on
+// several nodes, with spawns, Group.Go and Joins stolen across workers,
+// every task runs exactly once, and the records the workers keep for
+// reuse hold neither labels nor a submit time.
+func TestLabelledTasksRunOnce(t *testing.T) {
+	rounds := 10
+	if testing.Short() || raceEnabled {
+		rounds = 3
+	}
+	const fan, depth = 8, 3
+	const tree = 1 + fan + fan*fan + fan*fan*fan // ids by heap numbering: children of id are id*fan+1 ...
+	for _, spec := range []string{"2x2", "4x1"} {
+		t.Run(specName(spec), func(t *testing.T) {
+			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
+			ctxs := []context.Context{
+				pprof.WithLabels(context.Background(), pprof.Labels("job", "a")),
+				pprof.WithLabels(context.Background(), pprof.Labels("job", "b")),
+				context.Background(),
+			}
+			for round := range rounds {
+				runs := make([]atomic.Int32, len(ctxs)*tree)
+				var wg sync.WaitGroup
+				wg.Add(len(runs))
+				var node func(w *Worker, tr, d, id int)
+				node = func(w *Worker, tr, d, id int) {
+					runs[tr*tree+id].Add(1)
+					defer wg.Done()
+					if d == depth {
+						return
+					}
+					child := func(k int) func(*Worker) { return func(w *Worker) { node(w, tr, d+1, id*fan+1+k) } }
+					switch d {
+					case 0:
+						g := p.Group(context.Background())
+						for k := range fan {
+							g.Go(func(w *Worker) error { child(k)(w); return nil })
+						}
+						_ = g.Wait()
+					case 1:
+						for k := 0; k < fan; k += 2 {
+							_ = w.Join(child(k), child(k+1))
+						}
+					default:
+						for k := range fan {
+							w.Spawn(child(k))
+						}
+					}
+				}
+				for tr, ctx := range ctxs {
+					if err := p.Submit(ctx, func(w *Worker) { node(w, tr, 0, 0) }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				within(t, 30*time.Second, fmt.Sprintf("round %d", round), wg.Wait)
+				for i := range runs {
+					if n := runs[i].Load(); n != 1 {
+						t.Fatalf("round %d: task %d of tree %d ran %d times", round, i%tree, i/tree, n)
+					}
+				}
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range p.workers {
+				for _, rec := range w.free {
+					if rec.labels != nil || rec.at != 0 {
+						t.Fatalf("worker %d keeps a record with labels %v, stamp %d", w.id, rec.labels, rec.at)
+					}
+				}
+			}
+		})
 	}
 }
