@@ -111,14 +111,12 @@ func (d *publishedDurations) addTo(h *Histogram) {
 		h.Buckets = histogramBuckets
 		h.Counts = make([]uint64, histBuckets)
 	}
-	var sum uint64
 	for i := range d.counts {
 		n := d.counts[i].Load()
 		h.Counts[i] += n
 		h.Count += n
 	}
-	sum = d.sum.Load()
-	h.Sum += float64(sum) / 1e9
+	h.Sum += float64(d.sum.Load()) / 1e9
 }
 
 // stamp is the submit time of a sampled task on the pool's clock; never 0,
