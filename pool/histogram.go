@@ -3,6 +3,7 @@ package pool
 import (
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -108,7 +109,7 @@ func (w *Worker) publishLatencies() {
 // addTo adds the published histogram d to h.
 func (d *publishedDurations) addTo(h *Histogram) {
 	if h.Counts == nil {
-		h.Buckets = histogramBuckets
+		h.Buckets = slices.Clone(histogramBuckets) // the caller's to change
 		h.Counts = make([]uint64, histBuckets)
 	}
 	for i := range d.counts {
