@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -25,7 +26,17 @@ func benchPool(b *testing.B, opts ...Option) *Pool {
 }
 
 // External submission: one goroutine submits b.N empty tasks.
-func BenchmarkSubmit(b *testing.B) {
+func BenchmarkSubmit(b *testing.B) { benchSubmit(b, context.Background()) }
+
+// BenchmarkSubmitLabels is BenchmarkSubmit under pprof labels: each task
+// is queued as its record, with its label set, and its worker switches to
+// the set's labels and back (labels.go).
+func BenchmarkSubmitLabels(b *testing.B) { benchSubmit(b, benchLabels) }
+
+// benchLabels is a context with pprof labels, as pprof.Do makes.
+var benchLabels = pprof.WithLabels(context.Background(), pprof.Labels("job", "bench"))
+
+func benchSubmit(b *testing.B, ctx context.Context) {
 	p := benchPool(b)
 	var wg sync.WaitGroup
 	wg.Add(b.N)
@@ -33,7 +44,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		_ = p.Submit(context.Background(), task)
+		_ = p.Submit(ctx, task)
 	}
 	wg.Wait()
 }
@@ -71,12 +82,17 @@ func BenchmarkSubmitAnts(b *testing.B) {
 // submitted at once the backlog grew to b.N tasks, and each task paid for
 // growing it: 16-22 B/op of shard segments, 55-70 ns/op, and 120 ns/op at
 // -benchtime 2s; in waves, 0 B/op.)
-func BenchmarkSpawn(b *testing.B) { benchSpawn(b, spawnWave) }
+func BenchmarkSpawn(b *testing.B) { benchSpawn(b, context.Background(), spawnWave) }
+
+// BenchmarkSpawnLabels is BenchmarkSpawn with the roots submitted under
+// pprof labels, which every child inherits: each child is queued as its
+// record, with the root's label set.
+func BenchmarkSpawnLabels(b *testing.B) { benchSpawn(b, benchLabels, spawnWave) }
 
 // Tokio's spawn_many shape: a root spawns 1000 children and the caller
 // waits for them before the next root, so about a thousand tasks are in
 // flight at a time.
-func BenchmarkSpawnMany(b *testing.B) { benchSpawn(b, 1) }
+func BenchmarkSpawnMany(b *testing.B) { benchSpawn(b, context.Background(), 1) }
 
 func BenchmarkSpawnManyGoroutine(b *testing.B) { benchSpawnGoroutine(b, 1) }
 
@@ -144,12 +160,12 @@ func BenchmarkSpawnChainGoroutine(b *testing.B) {
 
 // benchSpawn is spawnRoots on the pool, each root a task that spawns
 // its children.
-func benchSpawn(b *testing.B, wave int) {
+func benchSpawn(b *testing.B, ctx context.Context, wave int) {
 	p := benchPool(b)
 	var wg sync.WaitGroup
 	leaf := func(*Worker) { wg.Done() }
 	spawnRoots(b, &wg, wave, func(n int) {
-		_ = p.Submit(context.Background(), func(w *Worker) {
+		_ = p.Submit(ctx, func(w *Worker) {
 			for range n {
 				w.Spawn(leaf)
 			}

@@ -85,6 +85,35 @@
 // pool, no CPU. Offload batches (a Group, ParallelFor, MapReduce) rather
 // than one small job at a time.
 //
+// # Observing a pool
+//
+// Profiles: every task runs under the pprof labels numapool.node (the
+// node's OS ID) and numapool.worker (Worker.ID), and work submitted with a
+// context (Submit, Node.Submit, Group, ParallelFor, MapReduce) under that
+// context's labels too, so go tool pprof -tagfocus job=x or -tagroot
+// numapool.node splits the pool's CPU time by job or node. Work made
+// inside a task without a context of its own (Spawn, Group.Go, Async,
+// Run, Join's and Fork's b side, a loop's pieces) runs under the labels of
+// the task that made it; no task keeps the labels of the task before it
+// on its worker, nor runs under those of the goroutine that called New.
+// With no labels the cost is a nil check per task; a submission with
+// labels reads them once and queues its task as its record, and merged
+// label sets are cached per set and worker (labels.go).
+//
+// Traces: while runtime/trace records, each ParallelFor, MapReduce,
+// Group (until its first Wait), Async and Run (on a *Pool or a Node) is a
+// trace task named numapool.ParallelFor and so on, and each part of it
+// that a worker runs is a region of type "numapool.node N"; a take of
+// tasks from another node is a log event of category numapool.cross-node.
+// With tracing off each costs one branch.
+//
+// Metrics: Stats has counters per worker, per node and in total, and per
+// node the histograms QueueWait (submission to start) and RunTime of about
+// one task in 64, sampled so that other tasks read no clock; poolvar
+// publishes Stats through expvar. docs/observing.md explains each figure
+// and how to split a profile; examples/metrics exports Stats to Prometheus
+// and OpenTelemetry.
+//
 // # Errors and misuse
 //
 // Conditions a caller cannot rule out return errors

@@ -32,7 +32,10 @@ func (w *Worker) Join(a, b func(*Worker)) error {
 // and otherwise runs the scheduler loop until the thief sets done. It
 // returns a's error; b's outcome is in bt's job.
 func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
-	done.w = w // before the offer, which publishes it to the thief
+	// Before the offer, which publishes them to the thief: the latch's
+	// waiter, and the labels a runs under, which b runs under too.
+	done.w = w
+	bt.labels = w.labels
 	w.joinSlot.Store(bt)
 	w.spawned(w.domain)
 	errA := catch(w, a)

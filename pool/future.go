@@ -1,7 +1,9 @@
 package pool
 
 import (
+	"context"
 	"runtime"
+	"runtime/trace"
 	"sync/atomic"
 )
 
@@ -37,6 +39,9 @@ type Future[T any] struct {
 	// condition of their waiters list (latch.go).
 	done    atomic.Bool
 	waiters waiters
+	// The call's trace task while tracing (trace.go): its context and end.
+	traceCtx context.Context
+	traceEnd func()
 }
 
 // Async runs fn on the target and returns its Future. If the target
@@ -46,11 +51,19 @@ type Future[T any] struct {
 // the pool's tasks it never waits (the work goes to the calling worker
 // for a *Pool target, past the bound for a Node).
 func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
+	return async(on, fn, "numapool.Async")
+}
+
+// async is Async, as a trace task named name.
+func async[T any](on Target, fn func(w *Worker) (T, error), name string) *Future[T] {
 	if fn == nil {
 		panic("pool: Async of a nil function")
 	}
 	f := &Future[T]{task: task{home: noHome}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
 	f.job = f
+	if trace.IsEnabled() {
+		f.traceCtx, f.traceEnd = traceTask(context.Background(), name)
+	}
 	if err := on.queue(&f.task); err != nil {
 		f.finish(*new(T), err)
 	}
@@ -81,13 +94,16 @@ func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 		}
 		return v, err
 	}
-	return Async(on, fn).Wait()
+	return async(on, fn, "numapool.Run").Wait()
 }
 
 func (f *Future[T]) run(w *Worker) {
 	var v T
 	err := ErrGoexit // what the waiter gets if fn ends by runtime.Goexit
 	defer func() { f.finish(v, err) }()
+	if f.traceCtx != nil {
+		defer w.traceRegion(f.traceCtx).End()
+	}
 	if perr := catch(w, func(w *Worker) { v, err = f.fn(w) }); perr != nil {
 		err = perr
 	}
@@ -98,6 +114,9 @@ func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
 func (f *Future[T]) finish(v T, err error) {
 	f.val, f.err = v, err
 	f.fn = nil
+	if f.traceEnd != nil {
+		f.traceEnd()
+	}
 	close(f.ch)        // publishes val and err: the close happens before every receive
 	f.done.Store(true) // then the waiters' condition, and their latches
 	f.waiters.setAll()

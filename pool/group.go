@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 )
@@ -39,6 +40,10 @@ type Group struct {
 	errOnce sync.Once
 	err     error
 	sem     chan struct{}
+	labels  *labelSet // the pprof labels of ctx, for every task of the group
+	// traceTask is the group's trace task while tracing (trace.go), ended
+	// by the first Wait.
+	traceTask atomic.Pointer[trace.Task]
 	// The latches of workers waiting inside tasks: for the group's end
 	// (pending at zero) and for room under the limit (sem not full).
 	ended waiters
@@ -62,7 +67,13 @@ func (p *Pool) Group(ctx context.Context) *Group {
 
 func newGroup(p *Pool, ctx context.Context) *Group {
 	gctx, cancel := context.WithCancelCause(orBackground(ctx))
-	return &Group{pool: p, ctx: gctx, cancel: cancel}
+	g := &Group{pool: p, ctx: gctx, cancel: cancel, labels: p.labelsOf(gctx)}
+	if trace.IsEnabled() {
+		var tt *trace.Task
+		g.ctx, tt = trace.NewTask(gctx, "numapool.Group")
+		g.traceTask.Store(tt)
+	}
+	return g
 }
 
 // Context returns the group's context, cancelled by the first error or
@@ -150,6 +161,9 @@ func (gt *groupTask) run(w *Worker) {
 		err = cause
 		return
 	}
+	if trace.IsEnabled() {
+		defer w.traceRegion(gt.g.ctx).End()
+	}
 	if perr := catch(w, func(w *Worker) { err = gt.fn(w) }); perr != nil {
 		err = perr
 	}
@@ -228,7 +242,7 @@ func (g *Group) take(i int) {
 func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	g.pending.Add(1)
 	g.wg.Add(1)
-	gt := &groupTask{task: task{home: noHome}, g: g, fn: fn}
+	gt := &groupTask{task: task{home: noHome, labels: g.labels}, g: g, fn: fn}
 	gt.job = gt
 	if w != nil {
 		w.spawn(&gt.task, atBack)
@@ -309,6 +323,9 @@ func (g *Group) Wait() error {
 	}
 	g.wg.Wait()
 	g.cancel(errGroupDone)
+	if tt := g.traceTask.Swap(nil); tt != nil {
+		tt.End()
+	}
 	return g.err
 }
 

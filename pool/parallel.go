@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"runtime"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,7 +105,8 @@ type forState struct {
 	pool      *sched
 	body      func(w *Worker, lo, hi int) error
 	grain     int
-	ctx       context.Context
+	ctx       context.Context // the loop's, with its trace task when tracing
+	labels    *labelSet       // the pprof labels of ctx, for every piece
 	remaining atomic.Int64
 	stop      atomic.Bool
 	errOnce   sync.Once
@@ -140,7 +142,7 @@ type piece struct {
 // piece returns the task for [lo, hi) of domain node's block; pinned keeps
 // it on the node.
 func (s *forState) piece(lo, hi, node int, offered time.Time, pinned bool) *task {
-	pc := &piece{task: task{home: noHome}, s: s, lo: lo, hi: hi, node: node, offered: offered}
+	pc := &piece{task: task{home: noHome, labels: s.labels}, s: s, lo: lo, hi: hi, node: node, offered: offered}
 	if pinned {
 		pc.home = strictHome(node)
 	}
@@ -188,6 +190,9 @@ func (pc *piece) run(w *Worker) {
 			w.spawnTo(g, s.piece(lo, hi-s.grain, home, pc.offered, false))
 			lo = hi - s.grain
 		}
+	}
+	if trace.IsEnabled() {
+		defer w.traceRegion(s.ctx).End()
 	}
 	exited := true // until the loop below ends: a part ended by runtime.Goexit
 	defer func() {
@@ -252,7 +257,11 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		grain = max(1, n/(64*len(p.workers)))
 	}
 	grain = min(grain, n) // a part is at most the whole range
-	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{})}
+	ctx, end := traceTask(ctx, "numapool.ParallelFor")
+	if end != nil {
+		defer end()
+	}
+	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}
 	s.finished.w = w
 	s.remaining.Store(int64(n))
 	for i, b := range p.split(n) {

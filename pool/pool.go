@@ -88,6 +88,7 @@ type sched struct {
 	idle       idle
 	runnable   runnableGauge // whether goroutines wait for a processor (runnable.go)
 	stash      stash         // task records to reuse (task.go)
+	labels     labelCache    // the label sets of tasks (labels.go)
 	byG        owners        // the workers by their goroutine (owner.go)
 	order      []int         // Submit's round robin over domains, weighted by size
 	rr         atomic.Uint64

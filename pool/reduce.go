@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"runtime"
+	"runtime/trace"
 	"sync/atomic"
 	"time"
 )
@@ -148,6 +149,9 @@ type chunkHelper struct {
 
 func (h *chunkHelper) run(w *Worker) {
 	l := h.l
+	if trace.IsEnabled() {
+		defer w.traceRegion(l.ctx).End()
+	}
 	exited := true // until the loop below ends: a chunk ended by runtime.Goexit
 	defer func() {
 		if exited {
@@ -217,7 +221,11 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 	if p.state.Load() != running && w == nil {
 		return ErrClosed
 	}
-	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{})}, each: each,
+	ctx, end := traceTask(ctx, "numapool.MapReduce")
+	if end != nil {
+		defer end()
+	}
+	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}, each: each,
 		blocks: make([]padded[chunkBlock], len(p.domains))}
 	l.finished.w = w
 	var helpers []*task
@@ -229,7 +237,7 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 		blk.end, blk.since = uint64(b.Hi), now
 		perDomain[i] = min(len(p.domains[i].workers), b.Hi-b.Lo)
 		for range perDomain[i] {
-			h := &chunkHelper{task: task{home: strictHome(i)}, l: l}
+			h := &chunkHelper{task: task{home: strictHome(i), labels: l.labels}, l: l}
 			h.job = h
 			helpers = append(helpers, &h.task)
 		}

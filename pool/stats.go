@@ -126,6 +126,7 @@ type published struct {
 
 func (w *Worker) publish() {
 	w.countCross()
+	w.publishLatencies()
 	for i, v := range w.c.fields() {
 		w.pub.v[i].Store(*v)
 	}
@@ -154,6 +155,13 @@ type NodeStats struct {
 	Workers int `json:"workers"`
 	Tasks
 	Counters
+	// QueueWait is how long tasks that started on the node's workers
+	// waited from submission to start, and RunTime how long they ran (a
+	// task that waits inside for other work, as Group.Wait, includes the
+	// tasks it ran meanwhile): for about one task in 64, sampled so that
+	// the other tasks read no clock (histogram.go).
+	QueueWait Histogram `json:"queue_wait"`
+	RunTime   Histogram `json:"run_time"`
 }
 
 // Tasks are the counts a service watches, per node and in total.
@@ -192,6 +200,8 @@ func (p *Pool) Stats() Stats {
 			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
+			w.pubLat.wait.addTo(&ns.QueueWait)
+			w.pubLat.run.addTo(&ns.RunTime)
 		}
 		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
 		switch p.state.Load() {

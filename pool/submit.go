@@ -162,7 +162,9 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 		if p.aborted() {
 			return ErrClosed // Shutdown gave up: nothing new runs
 		}
-		w.queueFrom(g, w.newTask(fn, home))
+		t := w.newTask(fn, home)
+		t.labels = p.labelsOf(ctx) // nil: the calling task's, as Spawn (inherit)
+		w.queueFrom(g, t)
 		return nil
 	}
 	ctx = orBackground(ctx)
@@ -172,7 +174,11 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 	if g == nil {
 		g = p.nextDomain()
 	}
-	return p.push(ctx, g, item{fn: fn, home: home}, wait)
+	it := item{fn: fn, home: home}
+	if s := p.labelsOf(ctx); s != nil {
+		it = item{t: &task{job: fnJob(fn), home: home, plain: true, labels: s}, home: home}
+	}
+	return p.push(ctx, g, it, wait)
 }
 
 // push queues it, accepted from outside the pool or from a task, in g's
@@ -180,8 +186,16 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 // wait), and fails with ErrClosed once intake has closed. A waiting push
 // from one of the pool's own tasks takes no place: only the workers make
 // room, and a worker waiting for room would wait for itself. A task that
-// holds a place is queued as its record, which carries the place.
+// holds a place is queued as its record, which carries the place, and so
+// is one sampled for the histograms, which carries its submit time.
 func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
+	if sampledOutside() {
+		if it.t == nil {
+			it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
+			it.fn = nil
+		}
+		it.t.at = p.stamp()
+	}
 	if g.places != nil && !(wait && p.workerOf() != nil) {
 		select {
 		case g.places <- struct{}{}:
@@ -301,6 +315,8 @@ const (
 
 // spawn queues t, made by the task running on w, in w's own queues.
 func (w *Worker) spawn(t *task, at where) {
+	w.inherit(t)
+	w.sample(t)
 	if at == inLIFO {
 		t = w.lifo.Swap(t) // the previous task, if any, goes to the back
 	}
@@ -314,6 +330,8 @@ func (w *Worker) spawn(t *task, at where) {
 // pinned if t must stay in g. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
 func (w *Worker) spawnTo(g *domain, t *task) {
+	w.inherit(t)
+	w.sample(t)
 	w.c.Spawned++
 	w.queueIn(g, t)
 }

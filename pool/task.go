@@ -16,6 +16,12 @@ type task struct {
 	// that ran it may reuse; other tasks are embedded in their job.
 	plain   bool
 	placeIn *domain // the domain whose shard bound this task holds a place under, until started
+	// labels are the pprof labels the task runs under beside its
+	// worker's (labels.go); nil: none. at is its submit time on the
+	// pool's clock if it was sampled for the queue wait and run time
+	// histograms (histogram.go); 0: not sampled.
+	labels *labelSet
+	at     int64
 }
 
 // item is how a worker's run queue and a node's shard hold a task. A
@@ -24,7 +30,9 @@ type task struct {
 // the back of a queue gives its record back at once, a backlog of a
 // million spawned tasks costs a slot per task and no record, and a Submit
 // from outside allocates nothing. Any other task is kept as its record
-// (t); home is the task's home either way. The zero item is no task.
+// (t), and so is one with labels or a submit time (task.labels, task.at),
+// which the function alone would lose; home is the task's home either
+// way. The zero item is no task.
 type item struct {
 	t    *task
 	fn   func(*Worker)
@@ -37,7 +45,7 @@ func (it item) none() bool { return it.t == nil && it.fn == nil }
 // itemOf is the item for t, made by the task running on w (or taken from
 // one of w's slots); a plain record is given back for reuse.
 func (w *Worker) itemOf(t *task) item {
-	if t.plain && t.placeIn == nil {
+	if t.plain && t.placeIn == nil && t.labels == nil && t.at == 0 {
 		it := item{fn: t.job.(fnJob), home: t.home}
 		w.reuse(t)
 		return it
@@ -167,7 +175,7 @@ func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 
 // reuse keeps a plain task record that has run, for newTask.
 func (w *Worker) reuse(t *task) {
-	t.job = nil
+	t.job, t.labels = nil, nil
 	if len(w.free) == 2*freeBatch {
 		w.pool.stash.give(w)
 	}

@@ -1,7 +1,9 @@
 package pool
 
 import (
+	"context"
 	"runtime/metrics"
+	"runtime/trace"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +98,13 @@ type Worker struct {
 	tid         atomic.Int32    // the worker's OS thread (0 where unknown, with no thread of its own, or between two)
 	owner       ownerID
 	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
+	// Observing (labels.go, histogram.go): the label set the goroutine
+	// runs under now (nil: the worker's own alone), the worker's own
+	// labels, and the histograms of sampled tasks.
+	labels    *labelSet
+	ownLabels context.Context
+	lat       latencies
+	pubLat    publishedLatencies
 }
 
 func newWorker(p *sched, g *domain, id, cpu int) *Worker {
@@ -154,6 +163,7 @@ func (w *Worker) main(placed chan<- error) {
 		}
 	}()
 	w.owner.set()
+	w.startLabels()
 	err := w.bind()
 	if placed != nil {
 		placed <- err
@@ -189,10 +199,12 @@ func (w *Worker) loop() { w.runUntil(nil) }
 // waiting for it, and sleeps until its latch is set.
 func (w *Worker) runUntil(l *latch) {
 	p := w.pool
+	own := w.labels // the labels of the task that waits (labels.go); nil in the idle loop
 	for !l.probe() {
 		it := w.next()
 		if it.none() {
 			w.stopClock()
+			w.runUnder(own)
 			it = w.search()
 		}
 		if it.none() && (w.searching || l != nil) {
@@ -223,6 +235,7 @@ func (w *Worker) runUntil(l *latch) {
 		}
 	}
 	w.endSearch()
+	w.runUnder(own)
 }
 
 // next returns the next local task: every interval tasks one from the
@@ -336,6 +349,9 @@ func (w *Worker) fromShard(g *domain, n int) item {
 		w.c.InjectPulls++
 	} else {
 		w.stoleCross(uint64(len(items)), true)
+		if trace.IsEnabled() {
+			w.traceCross(g, uint64(len(items)), true)
+		}
 	}
 	for i := range items {
 		items[i] = items[i].taken()
@@ -425,6 +441,9 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		w.c.TasksStolenInNode += n
 	} else {
 		w.stoleCross(n, false)
+		if trace.IsEnabled() {
+			w.traceCross(p.domains[v.Group], n, false)
+		}
 	}
 	w.fromWorker = true // fork-join and spawned work: keep a searcher about
 	return it
@@ -455,13 +474,17 @@ func (w *Worker) run(it item) {
 		w.busySince, w.clockOn = time.Now(), true
 	}
 	w.c.TasksRun++
-	if t == nil {
+	switch {
+	case t == nil && w.labels == nil:
 		w.call(it.fn)
-	} else {
+	case t != nil && t.labels == w.labels && t.at == 0:
 		t.job.run(w)
 		if t.plain {
 			w.reuse(t)
 		}
+	default:
+		// Labels to set or put back, or a sampled task (histogram.go).
+		w.observed(it, t)
 	}
 	w.c.Completed++
 	w.ranTask()

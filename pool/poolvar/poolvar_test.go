@@ -49,8 +49,10 @@ func TestPublishOverHTTP(t *testing.T) {
 		Submitted   uint64 `json:"submitted"`
 		BusyWorkers *int   `json:"busy_workers"`
 		Nodes       []struct {
-			Node      int    `json:"node"`
-			Submitted uint64 `json:"submitted"`
+			Node      int            `json:"node"`
+			Submitted uint64         `json:"submitted"`
+			QueueWait pool.Histogram `json:"queue_wait"`
+			RunTime   pool.Histogram `json:"run_time"`
 		} `json:"nodes"`
 		Total map[string]uint64 `json:"total"`
 	}
@@ -60,6 +62,12 @@ func TestPublishOverHTTP(t *testing.T) {
 	if got.Submitted != 100 || got.BusyWorkers == nil || len(got.Nodes) != 2 ||
 		got.Nodes[0].Submitted+got.Nodes[1].Submitted != 100 {
 		t.Errorf("published stats: %s", raw)
+	}
+	for _, n := range got.Nodes {
+		if len(n.QueueWait.Counts) == 0 || len(n.QueueWait.Buckets) != len(n.QueueWait.Counts) ||
+			len(n.RunTime.Counts) != len(n.QueueWait.Counts) {
+			t.Errorf("node %d: no histograms: %s", n.Node, raw)
+		}
 	}
 	for _, key := range []string{"tasks_run", "completed", "panicked", "steals_in_node"} {
 		if _, ok := got.Total[key]; !ok {
