@@ -68,6 +68,7 @@ func fromFS(fsys fs.FS, arch string, statusCPUs, inRoot bool) (*Topology, error)
 	if err := r.readCPUs(t); err != nil {
 		return nil, err
 	}
+	r.readKinds(t)
 	r.readNodes(t)
 	r.readAllowed(t)
 	t.Degraded = append(t.Degraded, r.finishNotes()...)
