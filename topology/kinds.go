@@ -44,6 +44,10 @@ type Kind struct {
 // kernel's cpu_capacity uses.
 const fullCapacity = 1024
 
+// efficiencyCapacity is the Capacity of a synthetic efficiency CPU: half
+// that of a performance CPU.
+const efficiencyCapacity = fullCapacity / 2
+
 // adjustMaxPercent is how far the maximum frequencies of CPUs with the same
 // base frequency may differ (relative to the lowest) and still be taken as
 // one: hwloc's default (HWLOC_CPUKINDS_MAXFREQ=adjust=10), which keeps

@@ -49,7 +49,8 @@ func topoFlags() (*flag.FlagSet, topoOpts) {
 		asJSON: fs.Bool("json", false, "print the topology as JSON (the hwloc fixture schema)"),
 		sysfs:  fs.String("sysfs", "", "read a captured `DIR` (it holds sys/ and proc/) instead of this machine"),
 		spec: fs.String("spec", "", "a synthetic topology `SPEC` mapped onto the allowed CPUs: 2x4 (nodes x CPUs), "+
-			"2x4x2 (nodes x cores x threads), or \"0-1;2-3\" (OS CPUs per node)"),
+			"2x4x2 (nodes x cores x threads), \"0-1;2-3\" (OS CPUs per node), or 1x4p+4e and 1p+1e "+
+			"(nodes x performance + efficiency cores)"),
 	}
 }
 
