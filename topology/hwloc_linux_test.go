@@ -644,7 +644,7 @@ func numapoolView(root string) hwlocView {
 		for _, info := range []struct {
 			name  string
 			value int
-		}{{"FrequencyMaxMHz", k.MaxMHz}, {"FrequencyBaseMHz", k.BaseMHz}, {"LinuxCapacity", k.KernelCapacity}} {
+		}{{"FrequencyMaxMHz", k.MaxMHz}, {"FrequencyBaseMHz", k.BaseMHz}, {"LinuxCapacity", k.LinuxCapacity}} {
 			if info.value > 0 {
 				infos = append(infos, fmt.Sprintf("%s=%d", info.name, info.value))
 			}

@@ -31,9 +31,9 @@ type Kind struct {
 	// says nothing. MaxMHz is the lowest maximum frequency among CPUs of
 	// the same base frequency when those differ by less than 10 % (the
 	// favoured cores of Intel's Turbo Boost Max 3.0).
-	MaxMHz         int
-	BaseMHz        int
-	KernelCapacity int // cpu_capacity: the kernel's scale, 1024 for its most capable CPU
+	MaxMHz        int
+	BaseMHz       int
+	LinuxCapacity int // cpu_capacity: the kernel's scale, 1024 for its most capable CPU
 
 	// Capacity is the relative capacity of each CPU of the kind; see
 	// CPU.Capacity.
@@ -280,7 +280,7 @@ func rankKinds(protos []protoKind) []Kind {
 			case "FrequencyBaseMHz":
 				k.BaseMHz = int(info.value)
 			case "LinuxCapacity":
-				k.KernelCapacity = int(info.value)
+				k.LinuxCapacity = int(info.value)
 			}
 		}
 		kinds[i] = k
@@ -342,7 +342,7 @@ func (t *Topology) setCapacities(cpus []cpuFreqs) {
 	value := func(id int) int { return 0 }
 	switch {
 	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuFreqs) bool { return c.capacity == 0 }):
-		value = func(id int) int { return t.Kinds[kindOf[id]].KernelCapacity }
+		value = func(id int) int { return t.Kinds[kindOf[id]].LinuxCapacity }
 	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuFreqs) bool { return c.maxMHz == 0 }):
 		value = func(id int) int { return t.Kinds[kindOf[id]].MaxMHz }
 	}

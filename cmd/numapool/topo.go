@@ -82,8 +82,70 @@ func topoCmd(args []string, stdout io.Writer) error {
 		return enc.Encode(topoOutput{Summary: t.Summary(name), Placement: pl, SyntheticMemory: mem})
 	}
 	writeReport(stdout, t, pl)
+	writeKinds(stdout, t)
 	writeSyntheticMemory(stdout, mem, real)
 	return nil
+}
+
+// writeKinds shows the CPU kinds, least powerful first, and each node's
+// CPUs of each kind.
+func writeKinds(w io.Writer, t *topology.Topology) {
+	switch len(t.Kinds) {
+	case 0:
+		fmt.Fprintln(w, "\ncpu kinds: none (every CPU alike, capacity 1024)")
+		return
+	case 1:
+		fmt.Fprintf(w, "\ncpu kinds: one (every CPU alike)\n")
+	default:
+		fmt.Fprintf(w, "\ncpu kinds: %d, least powerful first\n", len(t.Kinds))
+	}
+	for _, k := range t.Kinds {
+		rank := "unranked"
+		if k.Rank >= 0 {
+			rank = fmt.Sprintf("rank %d", k.Rank)
+		}
+		fmt.Fprintf(w, "  %s: CPUs %s; %s\n", strings.TrimSpace(rank+" "+k.Name), k.CPUs, kindFigures(k))
+	}
+	if len(t.Kinds) < 2 {
+		return
+	}
+	for _, n := range t.Nodes {
+		var parts []string
+		for i, k := range t.Kinds {
+			if cpus := k.CPUs.And(n.CPUs); !cpus.IsEmpty() {
+				parts = append(parts, fmt.Sprintf("%s %s", kindName(i, k), cpus))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "node %d kinds: %s\n", n.ID, strings.Join(parts, "; "))
+		}
+	}
+}
+
+// kindName is a kind's name, else its rank, else its index in Kinds.
+func kindName(i int, k topology.Kind) string {
+	switch {
+	case k.Name != "":
+		return k.Name
+	case k.Rank >= 0:
+		return fmt.Sprintf("rank %d", k.Rank)
+	}
+	return fmt.Sprintf("kind %d", i)
+}
+
+// kindFigures lists what the kernel says of a kind and its capacity.
+func kindFigures(k topology.Kind) string {
+	var f []string
+	if k.MaxMHz > 0 {
+		f = append(f, fmt.Sprintf("max %d MHz", k.MaxMHz))
+	}
+	if k.BaseMHz > 0 {
+		f = append(f, fmt.Sprintf("base %d MHz", k.BaseMHz))
+	}
+	if k.LinuxCapacity > 0 {
+		f = append(f, fmt.Sprintf("cpu_capacity %d", k.LinuxCapacity))
+	}
+	return strings.Join(append(f, fmt.Sprintf("capacity %d", k.Capacity)), ", ")
 }
 
 // memoryOfSynthetic finds, for each node of the synthetic topology t laid
