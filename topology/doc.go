@@ -24,4 +24,36 @@
 // usable is left is it an error, which names the file and wraps
 // ErrTopology. Files are read up to a size cap and up to their first NUL,
 // and a captured tree's symbolic links are resolved inside it.
+//
+// # CPU kinds
+//
+// Hybrid processors put CPUs of different power in one node: Intel's P-
+// and E-cores, Arm's big and little cores. Topology.Kinds lists them as
+// hwloc 2.9's Linux backend finds its cpukinds, from each online CPU's
+// cpufreq/cpuinfo_max_freq, cpufreq/base_frequency and cpu_capacity:
+// CPUs with the same values form one kind, except that maximum
+// frequencies which differ by less than 10 % among CPUs of one base
+// frequency count as the lowest of them (Turbo Boost Max 3.0 lets a few
+// favoured cores of a server run faster; they are no kind of their own).
+// The kinds are ordered least powerful first, by cpu_capacity if every
+// kind has a distinct one, else by base frequency, else by maximum
+// frequency; Kind.Rank is the position, or -1 for every kind when none of
+// these orders them (hwloc's efficiency is then unknown too). Of two or
+// more ranked kinds the most powerful is named "performance" and the least
+// "efficiency", the names a binding can ask for. A machine whose kernel
+// describes no kind has none; fewer than two kinds means every CPU is
+// alike.
+//
+// CPU.Kind indexes Kinds, and CPU.Capacity is the share of work a CPU
+// does in a given time, 1024 for the most capable CPU: cpu_capacity
+// scaled to that when every online CPU has one, else the maximum
+// frequency of the CPU's kind scaled the same way when every online CPU
+// has one, else 1024 for every CPU. A loop split in proportion to
+// Capacity keeps every CPU busy for the same time.
+//
+// Synthetic hybrid specs (1x4p+4e, 1p+1e) have an "efficiency" kind of
+// capacity 512 and a "performance" kind of capacity 1024. The cpu_core
+// and cpu_atom PMU lists and CPUID's core type (Intel leaf 0x1A, AMD
+// 0x80000026) are not read: hwloc's Linux backend does not read them from
+// a captured tree either.
 package topology
