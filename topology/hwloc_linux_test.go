@@ -94,6 +94,11 @@ var hwlocKnownDifferences = map[string]string{
 	// cgroup cpus files: hwloc reads an empty or garbage list as CPU 0.
 	"*/cgroup-cpus-empty/allowed":   "hwloc reads an empty cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
 	"*/cgroup-cpus-garbage/allowed": "hwloc reads garbage in the cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
+	// CPU kinds: on the machine itself numapool reads the cpu_core and
+	// cpu_atom PMU lists, which hwloc 2.9's Linux backend does not read
+	// (its x86 backend takes the same core types from CPUID on each CPU).
+	"20em64t-hybrid-1p6c2t+2ca4co1t/kinds-hybrid-pmu-live/kinds": "on this machine numapool adds CoreType from the cpu_core/cpu_atom PMU lists, " +
+		"which hwloc 2.9 reads from CPUID in its x86 backend, not from sysfs",
 }
 
 // hwlocMutation changes a fixture tree in place; undo restores it.
@@ -443,6 +448,12 @@ var hwlocMutations = []hwlocMutation{
 			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c), "1900000\n")
 		})
 	}},
+	// Intel's hybrid PMU lists beside the frequencies: a capture's are
+	// not read, as hwloc 2.9's Linux backend does not read them ...
+	{"kinds-hybrid-pmu", func(tr *hwlocTree) bool { return tr.hybridPMU() }},
+	// ... but numapool reads them on the machine itself (where hwloc 2.9
+	// takes the same core types from CPUID in its x86 backend).
+	{"kinds-hybrid-pmu-live", func(tr *hwlocTree) bool { return tr.hybridPMU() }},
 	// Kunpeng 920 made big.LITTLE: in each cluster of 4 cores, two big
 	// (1024) and two little (446).
 	{"kinds-biglittle", func(tr *hwlocTree) bool {
@@ -474,6 +485,21 @@ var hwlocMutations = []hwlocMutation{
 		}
 		return true
 	}},
+}
+
+// hybridPMU gives the Core i7-1370P its frequencies and the kernel's
+// cpu_core and cpu_atom PMU CPU lists.
+func (tr *hwlocTree) hybridPMU() bool {
+	ok := tr.hybrid(func(c int, p bool) {
+		maxKHz, baseKHz := map[bool]string{true: "5000000\n", false: "3900000\n"}[p], map[bool]string{true: "1900000\n", false: "1400000\n"}[p]
+		tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c), maxKHz)
+		tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c), baseKHz)
+	})
+	if ok {
+		tr.write("sys/devices/cpu_core/cpus", "0-11\n")
+		tr.write("sys/devices/cpu_atom/cpus", "12-19\n")
+	}
+	return ok
 }
 
 // hybrid calls each for every online CPU of the Core i7-1370P capture,
@@ -566,7 +592,7 @@ func hwlocFixture(t *testing.T, lstopo, tarCmd, archive, name string) map[string
 			continue
 		}
 		hw := runHwloc(lstopo, root, meta.Source.ExtraEnv)
-		np := numapoolView(root)
+		np := numapoolView(root, strings.HasSuffix(m.name, "-live"))
 		tr.restore()
 		fields := slices.Sorted(maps.Keys(hw))
 		switch {
@@ -612,9 +638,13 @@ func hwlocKnown(fixture, mutation, field string) (string, bool) {
 	return "", false
 }
 
-// numapoolView reads root with FromDir.
-func numapoolView(root string) hwlocView {
+// numapoolView reads root with FromDir, or if live as numapool reads
+// this machine's root.
+func numapoolView(root string, live bool) hwlocView {
 	t, err := FromDir(root)
+	if live {
+		t, err = fromFS(os.DirFS(root), "", true, false)
+	}
 	if err != nil {
 		return hwlocView{"error": err.Error()}
 	}
@@ -648,6 +678,9 @@ func numapoolView(root string) hwlocView {
 			if info.value > 0 {
 				infos = append(infos, fmt.Sprintf("%s=%d", info.name, info.value))
 			}
+		}
+		if k.CoreType != "" {
+			infos = append(infos, "CoreType="+k.CoreType)
 		}
 		kinds = append(kinds, hwlocKind(k.Rank, k.CPUs, infos))
 	}

@@ -54,6 +54,7 @@ type SummaryKind struct {
 	MaxMHz        int    `json:"frequency_max_mhz"`
 	BaseMHz       int    `json:"frequency_base_mhz"`
 	LinuxCapacity int    `json:"linux_capacity"`
+	CoreType      string `json:"core_type"`
 	Capacity      int    `json:"capacity"`
 }
 

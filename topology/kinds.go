@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Kind is one kind of CPU of a hybrid machine: Intel's P- and E-cores,
@@ -34,6 +35,11 @@ type Kind struct {
 	MaxMHz        int
 	BaseMHz       int
 	LinuxCapacity int // cpu_capacity: the kernel's scale, 1024 for its most capable CPU
+
+	// CoreType is "IntelCore" or "IntelAtom" (hwloc's CoreType) for the
+	// CPUs the kernel's cpu_core or cpu_atom PMU lists, read on this
+	// machine only; "" otherwise.
+	CoreType string
 
 	// Capacity is the relative capacity of each CPU of the kind; see
 	// CPU.Capacity.
@@ -79,8 +85,46 @@ func (r *reader) readKinds(t *Topology) {
 		c.capacity, c.hasCapacityValue = r.kernelUint(dir + "cpu_capacity")
 		cpus = append(cpus, c)
 	}
-	t.Kinds = buildKinds(cpus)
+	var coreTypes []coreTypeSet
+	if r.live {
+		coreTypes = r.readCoreTypes(t.Online)
+	}
+	t.Kinds = buildKinds(cpus, coreTypes)
 	t.setCapacities(cpus)
+}
+
+// coreTypeSet is the CPUs of one core type.
+type coreTypeSet struct {
+	name string // hwloc's CoreType: "IntelAtom" or "IntelCore"
+	cpus CPUSet
+}
+
+// readCoreTypes reads the CPU lists of Intel's hybrid PMUs,
+// devices/cpu_atom/cpus and devices/cpu_core/cpus ("12-19\n"), which the
+// kernel makes from each CPU's CPUID core type (leaf 0x1A): the core types
+// hwloc 2.9 takes from CPUID in its x86 backend on the machine itself.
+// hwloc 2.9's Linux backend does not read these lists, so they are read
+// on this machine only, never in a captured tree. Only hwloc 2.9's two
+// types are read (not cpu_lowpower); a list that is unreadable or names
+// no online CPU is left out.
+func (r *reader) readCoreTypes(online CPUSet) []coreTypeSet {
+	var out []coreTypeSet
+	for _, pmu := range []coreTypeSet{{name: "IntelAtom"}, {name: "IntelCore"}} {
+		p := "sys/devices/cpu_" + strings.ToLower(strings.TrimPrefix(pmu.name, "Intel")) + "/cpus"
+		b, ok := r.optional(p)
+		if !ok {
+			continue
+		}
+		set, err := ParseCPUList(b)
+		if err != nil {
+			r.note("%s: %v: core type unknown", p, err)
+			continue
+		}
+		if pmu.cpus = set.And(online); !pmu.cpus.IsEmpty() {
+			out = append(out, pmu)
+		}
+	}
+	return out
 }
 
 // kernelUint reads a file holding one unsigned decimal number, such as
@@ -167,9 +211,13 @@ func adjustMaxFreqs(maxes, bases []kindSet) []kindSet {
 // kindInfo is one attribute of a kind being built; kinds keep hwloc's
 // infos so that ranking reads them as hwloc does.
 type kindInfo struct {
-	name  string // "FrequencyMaxMHz", "FrequencyBaseMHz" or "LinuxCapacity"
-	value uint64
+	name  string // "FrequencyMaxMHz", "FrequencyBaseMHz", "LinuxCapacity" or "CoreType"
+	value uint64 // for CoreType: 1 for IntelAtom, 2 for IntelCore, as hwloc 2.9 ranks them
 }
+
+// coreTypeRank is hwloc 2.9's order of core types (cpukinds.c
+// hwloc__cpukinds_summarize_info): Atom below Core.
+var coreTypeRank = map[string]uint64{"IntelAtom": 1, "IntelCore": 2}
 
 // protoKind is a kind while sources are registered.
 type protoKind struct {
@@ -237,7 +285,9 @@ func registerSets(kinds []protoKind, sets []kindSet, name string, forced bool) [
 // buildKinds makes the kinds of cpus as hwloc 2.9's Linux backend and its
 // ranking do (topology-linux.c look_sysfscpukinds, cpukinds.c
 // hwloc_internal_cpukinds_rank).
-func buildKinds(cpus []cpuFreqs) []Kind {
+// Core types are registered last, as hwloc registers the x86 backend's
+// after the Linux backend's kinds.
+func buildKinds(cpus []cpuFreqs, coreTypes []coreTypeSet) []Kind {
 	var maxes, bases, capacities []kindSet
 	maxWithoutBase := false
 	for _, c := range cpus {
@@ -261,14 +311,19 @@ func buildKinds(cpus []cpuFreqs) []Kind {
 	kinds = registerSets(kinds, maxes, "FrequencyMaxMHz", false)
 	kinds = registerSets(kinds, bases, "FrequencyBaseMHz", false)
 	kinds = registerSets(kinds, capacities, "LinuxCapacity", true)
+	for _, ct := range coreTypes {
+		kinds = register(kinds, ct.cpus, kindInfo{"CoreType", coreTypeRank[ct.name]}, -1)
+	}
 	return rankKinds(kinds)
 }
 
 // rankKinds orders kinds as hwloc's default ranking does: by forced
 // efficiency (the order of cpu_capacity) when every kind has a distinct
-// one, else by base frequency when every kind has one, else by maximum
-// frequency when every kind has one; values must be distinct. When no
-// rule orders them, the kinds keep their order and every Rank is -1.
+// one; else by core type (when every kind has one, or any frequency
+// below decides) and then base frequency when every kind has one, else
+// maximum frequency when every kind has one; values must be distinct.
+// When no rule orders them, the kinds keep their order and every Rank is
+// -1.
 func rankKinds(protos []protoKind) []Kind {
 	kinds := make([]Kind, len(protos))
 	for i, p := range protos {
@@ -281,6 +336,12 @@ func rankKinds(protos []protoKind) []Kind {
 				k.BaseMHz = int(info.value)
 			case "LinuxCapacity":
 				k.LinuxCapacity = int(info.value)
+			case "CoreType":
+				for name, v := range coreTypeRank {
+					if v == info.value {
+						k.CoreType = name
+					}
+				}
 			}
 		}
 		kinds[i] = k
@@ -310,15 +371,26 @@ func rankKinds(protos []protoKind) []Kind {
 		slices.SortFunc(kinds, func(a, b Kind) int { return cmp.Compare(a.Rank, b.Rank) })
 		return true
 	}
-	all := func(f func(k Kind) int) bool {
-		return !slices.ContainsFunc(kinds, func(k Kind) bool { return f(k) == 0 })
+	all := func(f func(i int) int) bool {
+		for i := range kinds {
+			if f(i) == 0 {
+				return false
+			}
+		}
+		return true
 	}
+	// hwloc's coretype+frequency value: the core type above 2^20 MHz.
+	coreType := func(i int) int { return int(coreTypeRank[kinds[i].CoreType]) << 20 }
+	baseMHz := func(i int) int { return kinds[i].BaseMHz }
+	maxMHz := func(i int) int { return kinds[i].MaxMHz }
 	switch {
 	case order(func(i int) int { return protos[i].forced }):
-	case all(func(k Kind) int { return k.BaseMHz }):
-		order(func(i int) int { return kinds[i].BaseMHz })
-	case all(func(k Kind) int { return k.MaxMHz }):
-		order(func(i int) int { return kinds[i].MaxMHz })
+	case all(baseMHz):
+		order(func(i int) int { return coreType(i) + baseMHz(i) })
+	case all(maxMHz):
+		order(func(i int) int { return coreType(i) + maxMHz(i) })
+	case all(coreType):
+		order(func(i int) int { return coreType(i) + maxMHz(i) })
 	}
 	if kinds[0].Rank == 0 {
 		kinds[0].Name = "efficiency"

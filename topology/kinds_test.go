@@ -181,3 +181,58 @@ func TestAdjustMaxFreqs(t *testing.T) {
 		}
 	}
 }
+
+// On this machine the cpu_core and cpu_atom PMU lists give the core
+// types, which order kinds that nothing else orders; a captured tree's
+// lists are not read, as hwloc 2.9's Linux backend does not read them.
+func TestKindsCoreTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   func(cpu int) (maxKHz, baseKHz, capacity string)
+		kinds   []string // rank:name:CPUs:capacity:core type, on this machine
+		capture []string // the same tree as a capture
+	}{
+		{
+			name:    "core types alone",
+			files:   func(int) (string, string, string) { return "", "", "" },
+			kinds:   []string{"0:efficiency:4-7:1024:IntelAtom", "1:performance:0-3:1024:IntelCore"},
+			capture: nil,
+		},
+		{
+			// The same base frequency: only the core type orders them.
+			name: "same base frequency",
+			files: func(c int) (string, string, string) {
+				return map[bool]string{true: "5000000", false: "3900000"}[c < 4], "1900000", ""
+			},
+			kinds:   []string{"0:efficiency:4-7:798:IntelAtom", "1:performance:0-3:1024:IntelCore"},
+			capture: []string{"-1::4-7:798:", "-1::0-3:1024:"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := kindsFS(tc.files)
+			f["sys/devices/cpu_core/cpus"] = &fstest.MapFile{Data: []byte("0-3\n")}
+			f["sys/devices/cpu_atom/cpus"] = &fstest.MapFile{Data: []byte("4-7\n")}
+			describe := func(topo *Topology) []string {
+				var out []string
+				for _, k := range topo.Kinds {
+					out = append(out, fmt.Sprintf("%d:%s:%s:%d:%s", k.Rank, k.Name, k.CPUs, k.Capacity, k.CoreType))
+				}
+				return out
+			}
+			live, err := fromFS(f, "x86_64", true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := describe(live); fmt.Sprint(got) != fmt.Sprint(tc.kinds) {
+				t.Errorf("this machine: kinds %q, want %q", got, tc.kinds)
+			}
+			capture, err := FromFS(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := describe(capture); fmt.Sprint(got) != fmt.Sprint(tc.capture) {
+				t.Errorf("capture: kinds %q, want %q", got, tc.capture)
+			}
+		})
+	}
+}

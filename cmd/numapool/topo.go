@@ -145,6 +145,9 @@ func kindFigures(k topology.Kind) string {
 	if k.LinuxCapacity > 0 {
 		f = append(f, fmt.Sprintf("cpu_capacity %d", k.LinuxCapacity))
 	}
+	if k.CoreType != "" {
+		f = append(f, "core type "+k.CoreType)
+	}
 	return strings.Join(append(f, fmt.Sprintf("capacity %d", k.Capacity)), ", ")
 }
 

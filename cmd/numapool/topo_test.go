@@ -142,8 +142,8 @@ func TestTopoShowsKinds(t *testing.T) {
 			t.Errorf("schema %q, want numa-topology-fixture/v2", s.Schema)
 		}
 		got, _ := json.Marshal(s.CPUKinds)
-		want := `[{"rank":0,"name":"efficiency","cpus":[1,2,4,5],"frequency_max_mhz":0,"frequency_base_mhz":0,"linux_capacity":0,"capacity":512},` +
-			`{"rank":1,"name":"performance","cpus":[0,3],"frequency_max_mhz":0,"frequency_base_mhz":0,"linux_capacity":0,"capacity":1024}]`
+		want := `[{"rank":0,"name":"efficiency","cpus":[1,2,4,5],"frequency_max_mhz":0,"frequency_base_mhz":0,"linux_capacity":0,"core_type":"","capacity":512},` +
+			`{"rank":1,"name":"performance","cpus":[0,3],"frequency_max_mhz":0,"frequency_base_mhz":0,"linux_capacity":0,"core_type":"","capacity":1024}]`
 		if string(got) != want {
 			t.Errorf("cpu_kinds %s\nwant      %s", got, want)
 		}
