@@ -51,9 +51,15 @@
 // has one, else 1024 for every CPU. A loop split in proportion to
 // Capacity keeps every CPU busy for the same time.
 //
+// On this machine (Discover, not a captured tree) the kernel's Intel
+// hybrid PMU lists, devices/cpu_core/cpus and devices/cpu_atom/cpus, give
+// kinds their Kind.CoreType ("IntelCore", "IntelAtom"): the core types
+// hwloc 2.9 takes from CPUID in its x86 backend, and which then order
+// kinds that the frequencies alone do not. hwloc 2.9's Linux backend does
+// not read these lists, so a captured tree's are ignored. CPUID itself
+// (Intel leaf 0x1A, AMD 0x80000026, which would need a thread pinned to
+// each CPU) is not read.
+//
 // Synthetic hybrid specs (1x4p+4e, 1p+1e) have an "efficiency" kind of
-// capacity 512 and a "performance" kind of capacity 1024. The cpu_core
-// and cpu_atom PMU lists and CPUID's core type (Intel leaf 0x1A, AMD
-// 0x80000026) are not read: hwloc's Linux backend does not read them from
-// a captured tree either.
+// capacity 512 and a "performance" kind of capacity 1024.
 package topology
