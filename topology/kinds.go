@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Kind is one kind of CPU of a hybrid machine: Intel's P- and E-cores,
@@ -60,8 +59,8 @@ const efficiencyCapacity = fullCapacity / 2
 // favoured cores in the kind of the other cores.
 const adjustMaxPercent = 10
 
-// cpuFreqs is what sysfs says about one online CPU's kind; 0 is unknown.
-type cpuFreqs struct {
+// cpuKindFiles is what sysfs says about one online CPU's kind; 0 is unknown.
+type cpuKindFiles struct {
 	id               int
 	maxMHz, baseMHz  uint64
 	capacity         uint64
@@ -72,10 +71,10 @@ type cpuFreqs struct {
 // cpufreq/base_frequency (intel_pstate) and cpu_capacity, as hwloc's Linux
 // backend does, and makes t.Kinds and each CPU's Kind and Capacity.
 func (r *reader) readKinds(t *Topology) {
-	var cpus []cpuFreqs
+	var cpus []cpuKindFiles
 	for id := range t.Online.All() {
 		dir := fmt.Sprintf("%s/cpu%d/", cpuDir, id)
-		c := cpuFreqs{id: id}
+		c := cpuKindFiles{id: id}
 		if v, ok := r.kernelUint(dir + "cpufreq/cpuinfo_max_freq"); ok {
 			c.maxMHz = v / 1000 // kHz
 		}
@@ -109,19 +108,21 @@ type coreTypeSet struct {
 // no online CPU is left out.
 func (r *reader) readCoreTypes(online CPUSet) []coreTypeSet {
 	var out []coreTypeSet
-	for _, pmu := range []coreTypeSet{{name: "IntelAtom"}, {name: "IntelCore"}} {
-		p := "sys/devices/cpu_" + strings.ToLower(strings.TrimPrefix(pmu.name, "Intel")) + "/cpus"
-		b, ok := r.optional(p)
+	for _, pmu := range []struct{ file, name string }{
+		{"sys/devices/cpu_atom/cpus", "IntelAtom"},
+		{"sys/devices/cpu_core/cpus", "IntelCore"},
+	} {
+		b, ok := r.optional(pmu.file)
 		if !ok {
 			continue
 		}
 		set, err := ParseCPUList(b)
 		if err != nil {
-			r.note("%s: %v: core type unknown", p, err)
+			r.note("%s: %v: core type unknown", pmu.file, err)
 			continue
 		}
-		if pmu.cpus = set.And(online); !pmu.cpus.IsEmpty() {
-			out = append(out, pmu)
+		if cpus := set.And(online); !cpus.IsEmpty() {
+			out = append(out, coreTypeSet{name: pmu.name, cpus: cpus})
 		}
 	}
 	return out
@@ -287,7 +288,7 @@ func registerSets(kinds []protoKind, sets []kindSet, name string, forced bool) [
 // hwloc_internal_cpukinds_rank).
 // Core types are registered last, as hwloc registers the x86 backend's
 // after the Linux backend's kinds.
-func buildKinds(cpus []cpuFreqs, coreTypes []coreTypeSet) []Kind {
+func buildKinds(cpus []cpuKindFiles, coreTypes []coreTypeSet) []Kind {
 	var maxes, bases, capacities []kindSet
 	maxWithoutBase := false
 	for _, c := range cpus {
@@ -404,7 +405,7 @@ func rankKinds(protos []protoKind) []Kind {
 // else from the maximum frequency (of its kind) when every online CPU
 // has one, else fullCapacity for all. The most capable CPU gets
 // fullCapacity, the others their share of it.
-func (t *Topology) setCapacities(cpus []cpuFreqs) {
+func (t *Topology) setCapacities(cpus []cpuKindFiles) {
 	kindOf := make(map[int]int, len(t.CPUs))
 	for k, kind := range t.Kinds {
 		for id := range kind.CPUs.All() {
@@ -413,9 +414,9 @@ func (t *Topology) setCapacities(cpus []cpuFreqs) {
 	}
 	value := func(id int) int { return 0 }
 	switch {
-	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuFreqs) bool { return c.capacity == 0 }):
+	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuKindFiles) bool { return c.capacity == 0 }):
 		value = func(id int) int { return t.Kinds[kindOf[id]].LinuxCapacity }
-	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuFreqs) bool { return c.maxMHz == 0 }):
+	case len(cpus) > 0 && !slices.ContainsFunc(cpus, func(c cpuKindFiles) bool { return c.maxMHz == 0 }):
 		value = func(id int) int { return t.Kinds[kindOf[id]].MaxMHz }
 	}
 	top := 0
