@@ -38,11 +38,17 @@
 // The kinds are ordered least powerful first, by cpu_capacity if every
 // kind has a distinct one, else by base frequency, else by maximum
 // frequency; Kind.Rank is the position, or -1 for every kind when none of
-// these orders them (hwloc's efficiency is then unknown too). Of two or
-// more ranked kinds the most powerful is named "performance" and the least
-// "efficiency", the names a binding can ask for. A machine whose kernel
-// describes no kind has none; fewer than two kinds means every CPU is
-// alike.
+// these orders them (hwloc's efficiency is then unknown too). A machine
+// whose kernel describes no kind has none; fewer than two kinds means
+// every CPU is alike.
+//
+// Kind.Name, the word a binding asks for, is numapool's: of two or more
+// kinds, those whose CPUs have a Capacity within 10 % of the most capable
+// CPU's are "performance" kinds and the others "efficiency" kinds (an
+// IntelCore or IntelAtom core type decides where it is known). Kinds that
+// all lie within 10 % have no name: hwloc makes a kind of each maximum
+// frequency when the kernel gives no base frequency (acpi-cpufreq), but
+// favoured cores that boost a little higher are no other kind of core.
 //
 // CPU.Kind indexes Kinds, and CPU.Capacity is the share of work a CPU
 // does in a given time, 1024 for the most capable CPU: cpu_capacity

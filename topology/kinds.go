@@ -19,9 +19,14 @@ type Kind struct {
 	// as hwloc then leaves the efficiency unknown.
 	Rank int
 
-	// Name is "performance" for the most powerful of two or more ranked
-	// kinds and "efficiency" for the least powerful; kinds between them,
-	// the only kind of a machine and unranked kinds have no name.
+	// Name is "performance" or "efficiency" when there are two or more
+	// kinds: the kind's CoreType decides where it is known (IntelCore,
+	// IntelAtom); otherwise a kind whose Capacity is within 10 % of the
+	// most capable CPU's is a performance kind and the others are
+	// efficiency kinds, provided some kind is below that. Kinds that
+	// differ by less (the favoured cores of a server whose base frequency
+	// the kernel does not give) have no name, nor has the only kind of a
+	// machine: their CPUs are alike for placement.
 	Name string
 
 	CPUs CPUSet // online CPUs of the kind
@@ -393,11 +398,27 @@ func rankKinds(protos []protoKind) []Kind {
 	case all(coreType):
 		order(func(i int) int { return coreType(i) + maxMHz(i) })
 	}
-	if kinds[0].Rank == 0 {
-		kinds[0].Name = "efficiency"
-		kinds[len(kinds)-1].Name = "performance"
-	}
 	return kinds
+}
+
+// nameKinds names the kinds by core type or capacity; see Kind.Name.
+// Capacities within adjustMaxPercent of fullCapacity count as full: the
+// tolerance hwloc gives favoured cores.
+func (t *Topology) nameKinds() {
+	if len(t.Kinds) < 2 {
+		return
+	}
+	full := func(k Kind) bool { return k.Capacity*100 > fullCapacity*(100-adjustMaxPercent) }
+	differ := slices.ContainsFunc(t.Kinds, func(k Kind) bool { return !full(k) })
+	for i := range t.Kinds {
+		k := &t.Kinds[i]
+		switch {
+		case k.CoreType == "IntelCore", k.CoreType == "" && differ && full(*k):
+			k.Name = "performance"
+		case k.CoreType == "IntelAtom", k.CoreType == "" && differ:
+			k.Name = "efficiency"
+		}
+	}
 }
 
 // setCapacities sets each CPU's Kind and Capacity, and each kind's
@@ -439,6 +460,7 @@ func (t *Topology) setCapacities(cpus []cpuKindFiles) {
 	for k := range t.Kinds {
 		t.Kinds[k].Capacity = capacity(t.Kinds[k].CPUs.First())
 	}
+	t.nameKinds()
 }
 
 // KindOf returns the kind of the online CPU with the given ID, and false

@@ -93,13 +93,41 @@ func TestKinds(t *testing.T) {
 			capacities: []int{1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024},
 		},
 		{
-			// Two kinds that nothing orders: same base frequency.
+			// Two kinds that nothing orders (the same base frequency),
+			// named by their capacities.
 			name: "unranked",
 			files: func(c int) (string, string, string) {
 				return map[bool]string{true: "5000000", false: "3900000"}[c < 4], "1900000", ""
 			},
-			kinds:      []string{"-1::4-7:798", "-1::0-3:1024"},
+			kinds:      []string{"-1:efficiency:4-7:798", "-1:performance:0-3:1024"},
 			capacities: []int{1024, 1024, 1024, 1024, 798, 798, 798, 798},
+		},
+		{
+			// Favoured cores without base frequencies (acpi-cpufreq):
+			// hwloc makes them a kind, but within 10 % of the others
+			// they are no performance kind.
+			name: "favoured cores, maxima only",
+			files: func(c int) (string, string, string) {
+				return map[bool]string{true: "3900000", false: "3700000"}[c%4 == 1], "", ""
+			},
+			kinds:      []string{"0::0,2-4,6-7:971", "1::1,5:1024"},
+			capacities: []int{971, 1024, 971, 971, 971, 1024, 971, 971},
+		},
+		{
+			// P-, E- and low-power E-cores: one performance kind, two
+			// efficiency kinds, ranked by base frequency.
+			name: "three kinds",
+			files: func(c int) (string, string, string) {
+				switch {
+				case c < 4:
+					return "4800000", "1200000", ""
+				case c < 6:
+					return "3800000", "900000", ""
+				}
+				return "2500000", "700000", ""
+			},
+			kinds:      []string{"0:efficiency:6-7:533", "1:efficiency:4-5:810", "2:performance:0-3:1024"},
+			capacities: []int{1024, 1024, 1024, 1024, 810, 810, 533, 533},
 		},
 		{
 			// Capacity only on some CPUs: neither source covers every
@@ -205,7 +233,7 @@ func TestKindsCoreTypes(t *testing.T) {
 				return map[bool]string{true: "5000000", false: "3900000"}[c < 4], "1900000", ""
 			},
 			kinds:   []string{"0:efficiency:4-7:798:IntelAtom", "1:performance:0-3:1024:IntelCore"},
-			capture: []string{"-1::4-7:798:", "-1::0-3:1024:"},
+			capture: []string{"-1:efficiency:4-7:798:", "-1:performance:0-3:1024:"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ const MaxSyntheticCPUs = 4096
 //	2x2p+4ex2  2 nodes of 2 performance and 4 efficiency cores of 2 threads
 //	1p+1e    one node of 1 performance and 1 efficiency core
 //
-// In a hybrid spec (PpEe in the place of the cores, the node count
+// In a hybrid spec (Pp+Ee in the place of the cores, the node count
 // optional) each node's performance cores come first, then its efficiency
 // cores. The topology then has two kinds: rank 0 "efficiency", whose CPUs
 // have Capacity 512, and rank 1 "performance", with 1024: an efficiency
@@ -208,8 +208,8 @@ func positiveCount(spec, p string) (int, error) {
 // setSyntheticKinds makes the kinds of a hybrid spec: in each node, the
 // first perfCPUs CPUs are performance CPUs, the rest efficiency CPUs.
 func (t *Topology) setSyntheticKinds(perfCPUs int) {
-	eff := Kind{Rank: 0, Name: "efficiency", Capacity: efficiencyCapacity}
-	perf := Kind{Rank: 1, Name: "performance", Capacity: fullCapacity}
+	eff := Kind{Rank: 0, Capacity: efficiencyCapacity}
+	perf := Kind{Rank: 1, Capacity: fullCapacity}
 	for _, n := range t.Nodes {
 		for k, id := range n.CPUs.List() {
 			if k < perfCPUs {
@@ -228,6 +228,7 @@ func (t *Topology) setSyntheticKinds(perfCPUs int) {
 		}
 		c.Capacity = t.Kinds[c.Kind].Capacity
 	}
+	t.nameKinds()
 }
 
 // shapeSpec parses "NxC" or "NxCxT". Each count and their product must
