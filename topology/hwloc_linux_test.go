@@ -94,7 +94,10 @@ var hwlocKnownDifferences = map[string]string{
 	// cgroup cpus files: hwloc reads an empty or garbage list as CPU 0.
 	"*/cgroup-cpus-empty/allowed":   "hwloc reads an empty cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
 	"*/cgroup-cpus-garbage/allowed": "hwloc reads garbage in the cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
-	// CPU kinds: on the machine itself numapool reads the cpu_core and
+	// CPU kinds: hwloc's strtoul reads a cpu_capacity without a number as
+	// 0, numapool leaves the CPU's capacity unknown, with a note.
+	"128arm-2pa2n8cluster4co/kinds-capacity-garbage/kinds": "hwloc reads a cpu_capacity of \"big\" as 0, a kind of its own; numapool ignores the file with a note",
+	// On the machine itself numapool reads the cpu_core and
 	// cpu_atom PMU lists, which hwloc 2.9's Linux backend does not read
 	// (its x86 backend takes the same core types from CPUID on each CPU).
 	"20em64t-hybrid-1p6c2t+2ca4co1t/kinds-hybrid-pmu-live/kinds": "on this machine numapool adds CoreType from the cpu_core/cpu_atom PMU lists, " +
@@ -465,6 +468,11 @@ var hwlocMutations = []hwlocMutation{
 		}
 		return true
 	}},
+	// Odd cpu_capacity files on the Kunpeng 920: an empty one is no value
+	// for both readers; one that holds no number hwloc's strtoul reads as
+	// 0, a kind of its own.
+	{"kinds-capacity-empty", func(tr *hwlocTree) bool { return tr.kunpengCapacity("") }},
+	{"kinds-capacity-garbage", func(tr *hwlocTree) bool { return tr.kunpengCapacity("big\n") }},
 	// Every machine as a server of one kind of core whose favoured cores
 	// (every eighth CPU) reach 3.9 GHz instead of 3.7: hwloc makes no kind
 	// of them, and neither may numapool.
@@ -485,6 +493,17 @@ var hwlocMutations = []hwlocMutation{
 		}
 		return true
 	}},
+}
+
+// kunpengCapacity writes the cpu_capacity of the Kunpeng 920 capture's
+// CPU 1; false for other fixtures.
+func (tr *hwlocTree) kunpengCapacity(data string) bool {
+	p := cpuDir + "/cpu1/cpu_capacity"
+	if !strings.HasPrefix(filepath.Base(tr.root), "128arm-2pa2n8cluster4co") || !tr.exists(p) {
+		return false
+	}
+	tr.write(p, data)
+	return true
 }
 
 // hybridPMU gives the Core i7-1370P its frequencies and the kernel's

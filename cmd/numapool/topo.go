@@ -82,13 +82,12 @@ func topoCmd(args []string, stdout io.Writer) error {
 		return enc.Encode(topoOutput{Summary: t.Summary(name), Placement: pl, SyntheticMemory: mem})
 	}
 	writeReport(stdout, t, pl)
-	writeKinds(stdout, t)
 	writeSyntheticMemory(stdout, mem, real)
 	return nil
 }
 
 // writeKinds shows the CPU kinds, least powerful first, and each node's
-// CPUs of each kind.
+// CPUs of each kind (writeReport calls it after the tree).
 func writeKinds(w io.Writer, t *topology.Topology) {
 	switch len(t.Kinds) {
 	case 0:
