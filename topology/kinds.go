@@ -472,3 +472,16 @@ func (t *Topology) KindOf(id int) (Kind, bool) {
 	}
 	return t.Kinds[c.Kind], true
 }
+
+// KindCPUs returns the online CPUs of the kinds named name ("performance"
+// or "efficiency"; several kinds may share a name). It is empty when no
+// kind has the name, as on a machine whose CPUs are alike.
+func (t *Topology) KindCPUs(name string) CPUSet {
+	var set CPUSet
+	for _, k := range t.Kinds {
+		if k.Name == name {
+			set = set.Or(k.CPUs)
+		}
+	}
+	return set
+}

@@ -45,6 +45,7 @@ func TestKinds(t *testing.T) {
 		files      func(cpu int) (maxKHz, baseKHz, capacity string)
 		kinds      []string
 		capacities []int
+		perf, eff  CPUSet // KindCPUs of the names, where given
 	}{
 		{
 			name:       "no data",
@@ -65,6 +66,8 @@ func TestKinds(t *testing.T) {
 			},
 			kinds:      []string{"0:efficiency:4-7:798", "1:performance:0-3:1024"},
 			capacities: []int{1024, 1024, 1024, 1024, 798, 798, 798, 798},
+			perf:       RangeCPUSet(0, 3),
+			eff:        RangeCPUSet(4, 7),
 		},
 		{
 			name: "big.LITTLE by capacity",
@@ -73,6 +76,8 @@ func TestKinds(t *testing.T) {
 			},
 			kinds:      []string{"0:efficiency:1,3,5,7:446", "1:performance:0,2,4,6:1024"},
 			capacities: []int{1024, 446, 1024, 446, 1024, 446, 1024, 446},
+			perf:       NewCPUSet(0, 2, 4, 6),
+			eff:        NewCPUSet(1, 3, 5, 7),
 		},
 		{
 			// A capture from a kernel whose largest capacity is not 1024.
@@ -82,6 +87,8 @@ func TestKinds(t *testing.T) {
 			},
 			kinds:      []string{"0:efficiency:4-7:512", "1:performance:0-3:1024"},
 			capacities: []int{1024, 1024, 1024, 1024, 512, 512, 512, 512},
+			perf:       RangeCPUSet(0, 3),
+			eff:        RangeCPUSet(4, 7),
 		},
 		{
 			// Favoured cores of a server: one kind, every CPU alike.
@@ -101,6 +108,8 @@ func TestKinds(t *testing.T) {
 			},
 			kinds:      []string{"-1:efficiency:4-7:798", "-1:performance:0-3:1024"},
 			capacities: []int{1024, 1024, 1024, 1024, 798, 798, 798, 798},
+			perf:       RangeCPUSet(0, 3),
+			eff:        RangeCPUSet(4, 7),
 		},
 		{
 			// Favoured cores without base frequencies (acpi-cpufreq):
@@ -128,6 +137,8 @@ func TestKinds(t *testing.T) {
 			},
 			kinds:      []string{"0:efficiency:6-7:533", "1:efficiency:4-5:810", "2:performance:0-3:1024"},
 			capacities: []int{1024, 1024, 1024, 1024, 810, 810, 533, 533},
+			perf:       RangeCPUSet(0, 3),
+			eff:        RangeCPUSet(4, 7),
 		},
 		{
 			// Capacity only on some CPUs: neither source covers every
@@ -153,6 +164,12 @@ func TestKinds(t *testing.T) {
 			}
 			if got := capacities(topo); fmt.Sprint(got) != fmt.Sprint(tc.capacities) {
 				t.Errorf("capacities %v, want %v", got, tc.capacities)
+			}
+			if got := topo.KindCPUs("performance"); !got.Equal(tc.perf) {
+				t.Errorf("KindCPUs(performance) = %s, want %s", got, tc.perf)
+			}
+			if got := topo.KindCPUs("efficiency"); !got.Equal(tc.eff) {
+				t.Errorf("KindCPUs(efficiency) = %s, want %s", got, tc.eff)
 			}
 			for _, c := range topo.CPUs {
 				k, ok := topo.KindOf(c.ID)
