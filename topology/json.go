@@ -1,11 +1,10 @@
 package topology
 
-// SchemaVersion names the JSON layout of Summary. Version 2 is the layout
-// of the hwloc-derived fixtures' expected.json (version 1,
-// testdata/fixtures/SCHEMA.md), so that numapool's reading of a machine
-// can be compared with hwloc's field by field
-// (testdata/fixtures/compare.py), plus the CPU kinds: cpu_kinds, and each
-// node's cpu_kinds.
+// SchemaVersion names the JSON layout of Summary. Version 2 is version 1,
+// the layout of the hwloc-derived fixtures' expected.json
+// (testdata/fixtures/SCHEMA.md) that lets numapool's reading of a machine
+// be compared with hwloc's field by field (testdata/fixtures/compare.py),
+// plus the CPU kinds: cpu_kinds at the top and in each node.
 const SchemaVersion = "numa-topology-fixture/v2"
 
 // Summary is the JSON form of a Topology.

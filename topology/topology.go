@@ -24,10 +24,10 @@ type Topology struct {
 	Dies     []Group   // dies that differ from their package
 	Clusters []Group   // CPU clusters that differ from every other level
 
-	// Kinds are the CPU kinds (performance and efficiency cores) by
-	// increasing Rank, as hwloc orders its cpukinds; nil when the kernel
-	// describes no CPU's kind. Fewer than two kinds means every CPU is
-	// alike.
+	// Kinds are the CPU kinds (performance and efficiency cores) in the
+	// order of hwloc's cpukinds: by increasing Rank when they are ranked.
+	// nil when the kernel describes no CPU's kind. Fewer than two kinds
+	// means every CPU is alike.
 	Kinds []Kind
 
 	// Distances is the node distance matrix (ACPI SLIT: 10 is local), or
