@@ -40,7 +40,7 @@ func Fallback(reason string) *Topology {
 	}
 	for c := range n {
 		t.CPUs = append(t.CPUs, CPU{ID: c, OS: c, Node: 0, Package: -1, Die: -1, Core: c, Cluster: -1,
-			Siblings: NewCPUSet(c), LastLevelCache: -1, Allowed: true})
+			Siblings: NewCPUSet(c), LastLevelCache: -1, Allowed: true, Kind: -1, Capacity: fullCapacity})
 		t.Cores = append(t.Cores, Core{Package: -1, ID: c, CPUs: NewCPUSet(c)})
 	}
 	return t

@@ -141,7 +141,8 @@ func FuzzReadTree(f *testing.F) {
 // MaxSyntheticCPUs CPUs (nor allocate for more).
 func FuzzSyntheticSpec(f *testing.F) {
 	for _, s := range []string{"2x4", "2x4x2", "0-1;2-3", "0;1", "", "x", "2x", "0x4", "2x-1", "99999x99999",
-		"4611686018427387905x4", "2x4611686018427387905x4", "64x64", "+2x2", "0-3:1/2;", "2x2x2x2"} {
+		"4611686018427387905x4", "2x4611686018427387905x4", "64x64", "+2x2", "0-3:1/2;", "2x2x2x2",
+		"1x4p+4e", "1p+1e", "2x2p+4ex2", "p+e", "1x4097p+1e", "4p+4ex4611686018427387905", "1xp+ex", "4e+4p", "1x+4p+4e"} {
 		f.Add(s)
 	}
 	real := Fallback("fuzz")
@@ -162,6 +163,16 @@ func FuzzSyntheticSpec(f *testing.F) {
 		}
 		if got := topo.OSCPUs(topo.Allowed); !got.IsSubsetOf(real.Allowed) {
 			t.Fatalf("Synthetic(%q) maps onto %s, outside %s", spec, got, real.Allowed)
+		}
+		// Every CPU is in the kind its Kind names, or there are no kinds.
+		for _, c := range topo.CPUs {
+			k, ok := topo.KindOf(c.ID)
+			switch {
+			case c.Capacity < 1 || c.Capacity > 1024:
+				t.Fatalf("Synthetic(%q): CPU %d has capacity %d", spec, c.ID, c.Capacity)
+			case topo.Kinds == nil && c.Kind != -1, topo.Kinds != nil && (!ok || !k.CPUs.Has(c.ID) || k.Capacity != c.Capacity):
+				t.Fatalf("Synthetic(%q): CPU %d has kind %d of %+v", spec, c.ID, c.Kind, topo.Kinds)
+			}
 		}
 	})
 }

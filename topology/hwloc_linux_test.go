@@ -23,6 +23,12 @@ import (
 // packages, cores, distances and the allowed CPUs and nodes, except for
 // the differences listed in hwlocKnownDifferences with their reasons.
 //
+// CPU kinds are compared with lstopo-no-graphics --cpukinds on the same
+// tree: each kind's efficiency rank, CPUs and attributes, in hwloc's
+// order. The captures carry no cpufreq files (only the Kunpeng 920 has
+// cpu_capacity, 1024 everywhere), so the kinds mutations write them in the
+// shapes real machines have.
+//
 // It needs lstopo-no-graphics; without it the test is skipped, unless
 // NUMAPOOL_REQUIRE_HWLOC=1 (CI), when it fails.
 
@@ -88,6 +94,14 @@ var hwlocKnownDifferences = map[string]string{
 	// cgroup cpus files: hwloc reads an empty or garbage list as CPU 0.
 	"*/cgroup-cpus-empty/allowed":   "hwloc reads an empty cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
 	"*/cgroup-cpus-garbage/allowed": "hwloc reads garbage in the cgroup cpus file as CPU 0 alone; numapool ignores it with a note",
+	// CPU kinds: hwloc's strtoul reads a cpu_capacity without a number as
+	// 0, numapool leaves the CPU's capacity unknown, with a note.
+	"128arm-2pa2n8cluster4co/kinds-capacity-garbage/kinds": "hwloc reads a cpu_capacity of \"big\" as 0, a kind of its own; numapool ignores the file with a note",
+	// On the machine itself numapool reads the cpu_core and
+	// cpu_atom PMU lists, which hwloc 2.9's Linux backend does not read
+	// (its x86 backend takes the same core types from CPUID on each CPU).
+	"20em64t-hybrid-1p6c2t+2ca4co1t/kinds-hybrid-pmu-live/kinds": "on this machine numapool adds CoreType from the cpu_core/cpu_atom PMU lists, " +
+		"which hwloc 2.9 reads from CPUID in its x86 backend, not from sysfs",
 }
 
 // hwlocMutation changes a fixture tree in place; undo restores it.
@@ -392,6 +406,132 @@ var hwlocMutations = []hwlocMutation{
 		tr.symlink(cpuDir+"/online", "../../../../captured/online")
 		return true
 	}},
+	// The Core i7-1370P as hwloc's own capture of it has its frequencies:
+	// P-cores (CPUs 0-11) at base 1.9 GHz and maximum 5 GHz, two favoured
+	// cores (CPUs 4-5, 8-9) at 5.2 GHz, E-cores (12-19) at 1.4 and 3.9 GHz;
+	// cpuN/cpufreq is a link to cpufreq/policyN, as intel_pstate makes it.
+	{"kinds-hybrid-freq", func(tr *hwlocTree) bool {
+		return tr.hybrid(func(c int, p bool) {
+			maxKHz, baseKHz := "3900000", "1400000"
+			if p {
+				maxKHz, baseKHz = "5000000", "1900000"
+				if c == 4 || c == 5 || c == 8 || c == 9 {
+					maxKHz = "5200000"
+				}
+			}
+			policy := fmt.Sprintf("%s/cpufreq/policy%d", cpuDir, c)
+			tr.write(policy+"/cpuinfo_max_freq", maxKHz+"\n")
+			tr.write(policy+"/base_frequency", baseKHz+"\n")
+			tr.symlink(fmt.Sprintf("%s/cpu%d/cpufreq", cpuDir, c), fmt.Sprintf("../cpufreq/policy%d", c))
+		})
+	}},
+	// The same machine as the kernel describes a hybrid part by capacity.
+	{"kinds-hybrid-capacity", func(tr *hwlocTree) bool {
+		return tr.hybrid(func(c int, p bool) {
+			tr.write(fmt.Sprintf("%s/cpu%d/cpu_capacity", cpuDir, c), map[bool]string{true: "1024\n", false: "623\n"}[p])
+		})
+	}},
+	// Both sources: cpu_capacity orders the kinds.
+	{"kinds-hybrid-both", func(tr *hwlocTree) bool {
+		return tr.hybrid(func(c int, p bool) {
+			maxKHz, baseKHz, capacity := "3900000\n", "1400000\n", "623\n"
+			if p {
+				maxKHz, baseKHz, capacity = "5000000\n", "1900000\n", "1024\n"
+			}
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c), maxKHz)
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c), baseKHz)
+			tr.write(fmt.Sprintf("%s/cpu%d/cpu_capacity", cpuDir, c), capacity)
+		})
+	}},
+	// P- and E-cores at the same base frequency: the kinds are two (their
+	// maxima differ by 28 %), but nothing orders them.
+	{"kinds-hybrid-unranked", func(tr *hwlocTree) bool {
+		return tr.hybrid(func(c int, p bool) {
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c), map[bool]string{true: "5000000\n", false: "3900000\n"}[p])
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c), "1900000\n")
+		})
+	}},
+	// Intel's hybrid PMU lists beside the frequencies: a capture's are
+	// not read, as hwloc 2.9's Linux backend does not read them ...
+	{"kinds-hybrid-pmu", func(tr *hwlocTree) bool { return tr.hybridPMU() }},
+	// ... but numapool reads them on the machine itself (where hwloc 2.9
+	// takes the same core types from CPUID in its x86 backend).
+	{"kinds-hybrid-pmu-live", func(tr *hwlocTree) bool { return tr.hybridPMU() }},
+	// Kunpeng 920 made big.LITTLE: in each cluster of 4 cores, two big
+	// (1024) and two little (446).
+	{"kinds-biglittle", func(tr *hwlocTree) bool {
+		if !strings.HasPrefix(filepath.Base(tr.root), "128arm-2pa2n8cluster4co") {
+			return false
+		}
+		for _, c := range tr.base.CPUs {
+			tr.write(fmt.Sprintf("%s/cpu%d/cpu_capacity", cpuDir, c.ID), map[bool]string{true: "1024\n", false: "446\n"}[c.ID%4 < 2])
+		}
+		return true
+	}},
+	// Odd cpu_capacity files on the Kunpeng 920: an empty one is no value
+	// for both readers; one that holds no number hwloc's strtoul reads as
+	// 0, a kind of its own.
+	{"kinds-capacity-empty", func(tr *hwlocTree) bool { return tr.kunpengCapacity("") }},
+	{"kinds-capacity-garbage", func(tr *hwlocTree) bool { return tr.kunpengCapacity("big\n") }},
+	// Every machine as a server of one kind of core whose favoured cores
+	// (every eighth CPU) reach 3.9 GHz instead of 3.7: hwloc makes no kind
+	// of them, and neither may numapool.
+	{"kinds-favoured-cores", func(tr *hwlocTree) bool {
+		for _, c := range tr.base.CPUs {
+			maxKHz := map[bool]string{true: "3900000\n", false: "3700000\n"}[c.ID%8 == 3]
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c.ID), maxKHz)
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c.ID), "2100000\n")
+		}
+		return true
+	}},
+	// The same maxima without base_frequency (acpi-cpufreq, AMD): hwloc
+	// then keeps every maximum as it is, and the favoured cores are a kind.
+	{"kinds-max-only", func(tr *hwlocTree) bool {
+		for _, c := range tr.base.CPUs {
+			maxKHz := map[bool]string{true: "3900000\n", false: "3700000\n"}[c.ID%8 == 3]
+			tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c.ID), maxKHz)
+		}
+		return true
+	}},
+}
+
+// kunpengCapacity writes the cpu_capacity of the Kunpeng 920 capture's
+// CPU 1; false for other fixtures.
+func (tr *hwlocTree) kunpengCapacity(data string) bool {
+	p := cpuDir + "/cpu1/cpu_capacity"
+	if !strings.HasPrefix(filepath.Base(tr.root), "128arm-2pa2n8cluster4co") || !tr.exists(p) {
+		return false
+	}
+	tr.write(p, data)
+	return true
+}
+
+// hybridPMU gives the Core i7-1370P its frequencies and the kernel's
+// cpu_core and cpu_atom PMU CPU lists.
+func (tr *hwlocTree) hybridPMU() bool {
+	ok := tr.hybrid(func(c int, p bool) {
+		maxKHz, baseKHz := map[bool]string{true: "5000000\n", false: "3900000\n"}[p], map[bool]string{true: "1900000\n", false: "1400000\n"}[p]
+		tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/cpuinfo_max_freq", cpuDir, c), maxKHz)
+		tr.write(fmt.Sprintf("%s/cpu%d/cpufreq/base_frequency", cpuDir, c), baseKHz)
+	})
+	if ok {
+		tr.write("sys/devices/cpu_core/cpus", "0-11\n")
+		tr.write("sys/devices/cpu_atom/cpus", "12-19\n")
+	}
+	return ok
+}
+
+// hybrid calls each for every online CPU of the Core i7-1370P capture,
+// saying whether it is a P-core's (CPUs 0-11, two threads a core) or an
+// E-core's; false for other fixtures.
+func (tr *hwlocTree) hybrid(each func(cpu int, performance bool)) bool {
+	if !strings.HasPrefix(filepath.Base(tr.root), "20em64t-hybrid-1p6c2t+2ca4co1t") {
+		return false
+	}
+	for _, c := range tr.base.CPUs {
+		each(c.ID, c.Siblings.Len() == 2)
+	}
+	return true
 }
 
 // hwlocView is what the differential test compares, as strings.
@@ -471,7 +611,7 @@ func hwlocFixture(t *testing.T, lstopo, tarCmd, archive, name string) map[string
 			continue
 		}
 		hw := runHwloc(lstopo, root, meta.Source.ExtraEnv)
-		np := numapoolView(root)
+		np := numapoolView(root, strings.HasSuffix(m.name, "-live"))
 		tr.restore()
 		fields := slices.Sorted(maps.Keys(hw))
 		switch {
@@ -517,9 +657,13 @@ func hwlocKnown(fixture, mutation, field string) (string, bool) {
 	return "", false
 }
 
-// numapoolView reads root with FromDir.
-func numapoolView(root string) hwlocView {
+// numapoolView reads root with FromDir, or if live as numapool reads
+// this machine's root.
+func numapoolView(root string, live bool) hwlocView {
 	t, err := FromDir(root)
+	if live {
+		t, err = fromFS(os.DirFS(root), "", true, false)
+	}
 	if err != nil {
 		return hwlocView{"error": err.Error()}
 	}
@@ -543,7 +687,37 @@ func numapoolView(root string) hwlocView {
 	v["packages"] = joinSorted(pkgs)
 	v["cores"] = joinSorted(cores)
 	v["distances"] = distancesString(t.Distances)
+	var kinds []string
+	for _, k := range t.Kinds {
+		var infos []string
+		for _, info := range []struct {
+			name  string
+			value int
+		}{{"FrequencyMaxMHz", k.MaxMHz}, {"FrequencyBaseMHz", k.BaseMHz}, {"LinuxCapacity", k.LinuxCapacity}} {
+			if info.value > 0 {
+				infos = append(infos, fmt.Sprintf("%s=%d", info.name, info.value))
+			}
+		}
+		if k.CoreType != "" {
+			infos = append(infos, "CoreType="+k.CoreType)
+		}
+		kinds = append(kinds, hwlocKind(k.Rank, k.CPUs, infos))
+	}
+	v["kinds"] = kindsString(kinds)
 	return v
+}
+
+// hwlocKind is one kind as both views show it: rank, CPUs and attributes.
+func hwlocKind(rank int, cpus CPUSet, infos []string) string {
+	slices.Sort(infos)
+	return fmt.Sprintf("%d:%s:%s", rank, cpus, strings.Join(infos, ","))
+}
+
+func kindsString(kinds []string) string {
+	if len(kinds) == 0 {
+		return "none"
+	}
+	return strings.Join(kinds, " ") // in hwloc's order, which is part of what is compared
 }
 
 func joinSorted(s []string) string {
@@ -583,21 +757,13 @@ type hwlocXML struct {
 // only the Linux backend, the tree as its root (so that hwloc takes the
 // tree's cgroup, not this process's binding), disallowed CPUs kept.
 func runHwloc(lstopo, root string, extra map[string]string) hwlocView {
-	cmd := exec.Command(lstopo, "--of", "xml", "--disallowed", "-")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HWLOC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "HWLOC_COMPONENTS=linux,stop", "HWLOC_FSROOT="+root, "HWLOC_DUMPED_HWDATA_DIR=/nonexistent")
-	for k, v := range extra {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := runLstopo(lstopo, root, extra, "--of", "xml", "--disallowed", "-")
 	if err != nil {
-		return hwlocView{"hwloc": fmt.Sprintf("failed: %v: %s", err, shorten(strings.TrimSpace(stderr.String())))}
+		return hwlocView{"hwloc": err.Error()}
+	}
+	kinds, err := runLstopo(lstopo, root, extra, "--cpukinds", "--disallowed", "--input", root)
+	if err != nil {
+		return hwlocView{"hwloc": err.Error()}
 	}
 	var x hwlocXML
 	if err := xml.Unmarshal(out, &x); err != nil {
@@ -636,6 +802,7 @@ func runHwloc(lstopo, root string, extra map[string]string) hwlocView {
 		"packages":      joinSorted(pkgs),
 		"cores":         joinSorted(cores),
 		"distances":     "none",
+		"kinds":         parseCPUKinds(kinds),
 	}
 	for _, d := range x.Distances {
 		if d.Name != "NUMALatency" {
@@ -659,6 +826,58 @@ func runHwloc(lstopo, root string, extra map[string]string) hwlocView {
 		v["distances"] = distancesString(dist)
 	}
 	return v
+}
+
+// runLstopo runs lstopo-no-graphics on root with args, with only the
+// Linux backend and the environment of extra.
+func runLstopo(lstopo, root string, extra map[string]string, args ...string) ([]byte, error) {
+	cmd := exec.Command(lstopo, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HWLOC_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "HWLOC_COMPONENTS=linux,stop", "HWLOC_FSROOT="+root, "HWLOC_DUMPED_HWDATA_DIR=/nonexistent")
+	for k, v := range extra {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("failed: %v: %s", err, shorten(strings.TrimSpace(stderr.String())))
+	}
+	return out, nil
+}
+
+// parseCPUKinds reads lstopo --cpukinds:
+//
+//	CPU kind #0 efficiency 0 cpuset 0x000ff000
+//	  FrequencyMaxMHz = 3900
+//	  FrequencyBaseMHz = 1400
+func parseCPUKinds(out []byte) string {
+	var kinds []string
+	rank, cpus, infos := 0, CPUSet{}, []string(nil)
+	flush := func() {
+		if cpus.IsEmpty() {
+			return
+		}
+		kinds = append(kinds, hwlocKind(rank, cpus, infos))
+		cpus, infos = CPUSet{}, nil
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 7 && f[0] == "CPU" && f[1] == "kind":
+			flush()
+			rank, _ = strconv.Atoi(f[4])
+			cpus = hwlocSet(f[6])
+		case len(f) == 3 && f[1] == "=":
+			infos = append(infos, f[0]+"="+f[2])
+		}
+	}
+	flush()
+	return kindsString(kinds)
 }
 
 // hwlocSet parses hwloc's bitmap format: comma-separated 32-bit words,

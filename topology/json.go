@@ -1,10 +1,11 @@
 package topology
 
-// SchemaVersion names the JSON layout of Summary; it is the layout of the
-// hwloc-derived fixtures' expected.json (testdata/fixtures/SCHEMA.md), so
-// numapool's reading of a machine can be compared with hwloc's field by
-// field (testdata/fixtures/compare.py).
-const SchemaVersion = "numa-topology-fixture/v1"
+// SchemaVersion names the JSON layout of Summary. Version 2 is version 1,
+// the layout of the hwloc-derived fixtures' expected.json
+// (testdata/fixtures/SCHEMA.md) that lets numapool's reading of a machine
+// be compared with hwloc's field by field (testdata/fixtures/compare.py),
+// plus the CPU kinds: cpu_kinds at the top and in each node.
+const SchemaVersion = "numa-topology-fixture/v2"
 
 // Summary is the JSON form of a Topology.
 type Summary struct {
@@ -25,6 +26,7 @@ type Summary struct {
 	Cores            []SummaryCore  `json:"cores"`
 	Distances        *Distances     `json:"distances"`
 	Optional         SummaryOptions `json:"optional"`
+	CPUKinds         []SummaryKind  `json:"cpu_kinds"`
 	Machine          string         `json:"machine"`
 	Processor        Machine        `json:"processor"`
 	Degraded         []string       `json:"degraded"`
@@ -38,6 +40,29 @@ type SummaryNode struct {
 	LocalityCPUs CPUSet `json:"locality_cpus"`
 	MemoryBytes  *int64 `json:"memory_bytes"`
 	Allowed      bool   `json:"allowed"`
+	// Kinds are the node's CPUs of each kind, by increasing kind index.
+	Kinds []SummaryNodeKind `json:"cpu_kinds"`
+}
+
+// SummaryKind is one entry of cpu_kinds, a Kind; 0 is unknown in the
+// frequencies and linux_capacity.
+type SummaryKind struct {
+	Rank          int    `json:"rank"` // -1 when the kinds are not ordered
+	Name          string `json:"name"`
+	CPUs          CPUSet `json:"cpus"`
+	MaxMHz        int    `json:"frequency_max_mhz"`
+	BaseMHz       int    `json:"frequency_base_mhz"`
+	LinuxCapacity int    `json:"linux_capacity"`
+	CoreType      string `json:"core_type"`
+	Capacity      int    `json:"capacity"`
+}
+
+// SummaryNodeKind is one entry of a node's cpu_kinds: the node's CPUs of
+// the kind whose index in cpu_kinds is Kind.
+type SummaryNodeKind struct {
+	Kind int    `json:"kind"`
+	Name string `json:"name"`
+	CPUs CPUSet `json:"cpus"`
 }
 
 // SummaryPkg is one entry of packages; OSIndex is null when the kernel
@@ -107,9 +132,19 @@ func (t *Topology) Summary(name string) Summary {
 		Machine:          t.Machine.Model,
 		Processor:        t.Machine,
 		Degraded:         append([]string{}, t.Degraded...),
+		CPUKinds:         []SummaryKind{},
+	}
+	for _, k := range t.Kinds {
+		s.CPUKinds = append(s.CPUKinds, SummaryKind(k))
 	}
 	for _, n := range t.Nodes {
-		sn := SummaryNode{OSIndex: n.ID, CPUs: n.CPUs, MemoryOnly: n.MemoryOnly(), LocalityCPUs: n.Locality, Allowed: n.Allowed}
+		sn := SummaryNode{OSIndex: n.ID, CPUs: n.CPUs, MemoryOnly: n.MemoryOnly(), LocalityCPUs: n.Locality, Allowed: n.Allowed,
+			Kinds: []SummaryNodeKind{}}
+		for i, k := range t.Kinds {
+			if cpus := k.CPUs.And(n.CPUs); !cpus.IsEmpty() {
+				sn.Kinds = append(sn.Kinds, SummaryNodeKind{Kind: i, Name: k.Name, CPUs: cpus})
+			}
+		}
 		if n.MemoryBytes >= 0 {
 			sn.MemoryBytes = &n.MemoryBytes
 		}

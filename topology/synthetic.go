@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,16 @@ const MaxSyntheticCPUs = 4096
 //	2x4      2 nodes of 4 CPUs (one core each)
 //	2x4x2    2 nodes of 4 cores of 2 SMT threads
 //	0-1;2-3  explicit: node 0 runs on OS CPUs 0-1, node 1 on 2-3 (cpulists)
+//	1x4p+4e  1 node of 4 performance and 4 efficiency cores (hybrid)
+//	2x2p+4ex2  2 nodes of 2 performance and 4 efficiency cores of 2 threads
+//	1p+1e    one node of 1 performance and 1 efficiency core
+//
+// In a hybrid spec (Pp+Ee in the place of the cores, the node count
+// optional) each node's performance cores come first, then its efficiency
+// cores. The topology then has two kinds: rank 0 "efficiency", whose CPUs
+// have Capacity 512, and rank 1 "performance", with 1024: an efficiency
+// core does half the work of a performance core in the same time. Other
+// specs have no kinds, and every CPU has Capacity 1024.
 //
 // In the NxC and NxCxT forms the synthetic CPUs are numbered 0..n-1 and
 // synthetic CPU i runs on the i-th allowed CPU of real, wrapping around when
@@ -36,7 +47,8 @@ const MaxSyntheticCPUs = 4096
 func Synthetic(spec string, real *Topology) (*Topology, error) {
 	t, err := synthetic(strings.ToLower(strings.TrimSpace(spec)), real)
 	if err != nil {
-		return nil, fmt.Errorf("%w (a spec is nodes x CPUs such as 2x4, nodes x cores x threads such as 2x4x2, or OS CPUs per node such as 0-1;2-3)", err)
+		return nil, fmt.Errorf("%w (a spec is nodes x CPUs such as 2x4, nodes x cores x threads such as 2x4x2, "+
+			"OS CPUs per node such as 0-1;2-3, or performance and efficiency cores such as 1x4p+4e, 2x2p+4ex2 or 1p+1e)", err)
 	}
 	return t, nil
 }
@@ -48,29 +60,28 @@ func synthetic(spec string, real *Topology) (*Topology, error) {
 	var nodes [][]int // per node, the OS CPU of each synthetic CPU
 	var ids [][]int   // per node, the synthetic CPU IDs
 	threads := 1
-	if strings.ContainsAny(spec, ";,-") || !strings.Contains(spec, "x") {
+	perf := -1 // performance cores per node in a hybrid spec
+	switch {
+	case strings.ContainsAny(spec, "pe"):
+		n, p, e, thr, err := hybridSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		threads, perf = thr, p
+		nodes, ids = shapeNodes(real, n, p+e, thr)
+	case strings.ContainsAny(spec, ";,-") || !strings.Contains(spec, "x"):
 		var err error
 		if nodes, err = explicitSpec(spec, real); err != nil {
 			return nil, err
 		}
 		ids = nodes
-	} else {
+	default:
 		n, cores, thr, err := shapeSpec(spec)
 		if err != nil {
 			return nil, err
 		}
 		threads = thr
-		allowed := real.Allowed.List()
-		next := 0
-		for range n {
-			var os, id []int
-			for range cores * thr {
-				os = append(os, allowed[next%len(allowed)])
-				id = append(id, next)
-				next++
-			}
-			nodes, ids = append(nodes, os), append(ids, id)
-		}
+		nodes, ids = shapeNodes(real, n, cores, thr)
 	}
 
 	t := &Topology{Source: "synthetic:" + spec, HasNodeDir: true, Machine: real.Machine}
@@ -86,7 +97,7 @@ func synthetic(spec string, real *Topology) (*Topology, error) {
 			cpus.Add(id)
 			t.CPUs = append(t.CPUs, CPU{
 				ID: id, OS: nodes[n][k], Node: n, Package: n, Die: -1, Cluster: -1,
-				Core: k / threads, LastLevelCache: n, Allowed: true,
+				Core: k / threads, LastLevelCache: n, Allowed: true, Kind: -1, Capacity: fullCapacity,
 			})
 		}
 		t.Nodes = append(t.Nodes, Node{ID: n, CPUs: cpus, MemoryBytes: 0, HasCPUs: true, Locality: cpus})
@@ -118,6 +129,9 @@ func synthetic(spec string, real *Topology) (*Topology, error) {
 		}
 	}
 	t.Allowed = t.Online
+	if perf >= 0 {
+		t.setSyntheticKinds(perf * threads)
+	}
 	if len(real.Allowed.List()) < len(t.CPUs) {
 		t.Degraded = append(t.Degraded, fmt.Sprintf("synthetic topology has %d CPUs on %d real ones: CPUs share OS CPUs %s", len(t.CPUs), real.Allowed.Len(), real.Allowed))
 	}
@@ -125,6 +139,96 @@ func synthetic(spec string, real *Topology) (*Topology, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// shapeNodes lays out n nodes of cores x threads synthetic CPUs, numbered
+// from 0, the i-th on the i-th allowed CPU of real (wrapping around).
+func shapeNodes(real *Topology, n, cores, threads int) (nodes, ids [][]int) {
+	allowed := real.Allowed.List()
+	next := 0
+	for range n {
+		var os, id []int
+		for range cores * threads {
+			os = append(os, allowed[next%len(allowed)])
+			id = append(id, next)
+			next++
+		}
+		nodes, ids = append(nodes, os), append(ids, id)
+	}
+	return nodes, ids
+}
+
+// hybridSpec parses "[Nx]Pp+Ee[xT]": N nodes (1 if left out) of P
+// performance and E efficiency cores of T threads (1 if left out), each
+// count at least 1 and the CPUs at most MaxSyntheticCPUs.
+func hybridSpec(spec string) (nodes, perf, eff, threads int, err error) {
+	parts := strings.Split(spec, "x")
+	at := slices.IndexFunc(parts, func(p string) bool { return strings.ContainsAny(p, "pe") })
+	if len(parts) > 3 || at > 1 || len(parts)-at > 2 || strings.Count(spec, "p") != 1 || strings.Count(spec, "e") != 1 {
+		return 0, 0, 0, 0, fmt.Errorf("%w %s: want [NODESx]Pp+Ee[xTHREADS], such as 1x4p+4e or 1p+1e", ErrSpec, quote(spec))
+	}
+	p, e, ok := strings.Cut(parts[at], "+")
+	if !ok || !strings.HasSuffix(p, "p") || !strings.HasSuffix(e, "e") {
+		return 0, 0, 0, 0, fmt.Errorf("%w %s: %s is not performance and efficiency cores such as 4p+4e", ErrSpec, quote(spec), quote(parts[at]))
+	}
+	counts := []string{"1", strings.TrimSuffix(p, "p"), strings.TrimSuffix(e, "e"), "1"}
+	if at == 1 {
+		counts[0] = parts[0]
+	}
+	if len(parts) > at+1 {
+		counts[3] = parts[at+1]
+	}
+	nums := make([]int, len(counts))
+	for i, c := range counts {
+		if nums[i], err = positiveCount(spec, c); err != nil {
+			return 0, 0, 0, 0, err
+		}
+	}
+	// CPUs = nodes x (perf + eff) x threads, checked factor by factor.
+	cores := nums[1] + nums[2] // each at most MaxSyntheticCPUs: no overflow
+	if cores > MaxSyntheticCPUs || nums[0] > MaxSyntheticCPUs/cores || nums[3] > MaxSyntheticCPUs/(nums[0]*cores) {
+		return 0, 0, 0, 0, fmt.Errorf("%w %s: more than %d CPUs", ErrSpec, quote(spec), MaxSyntheticCPUs)
+	}
+	return nums[0], nums[1], nums[2], nums[3], nil
+}
+
+// positiveCount parses one count of a spec: a decimal number from 1 to
+// MaxSyntheticCPUs.
+func positiveCount(spec, p string) (int, error) {
+	v, err := strconv.Atoi(p)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && p[0] != '-', err == nil && v > MaxSyntheticCPUs:
+		return 0, fmt.Errorf("%w %s: more than %d CPUs", ErrSpec, quote(spec), MaxSyntheticCPUs)
+	case err != nil || v < 1 || p[0] == '+':
+		return 0, fmt.Errorf("%w %s: %s is not a positive count", ErrSpec, quote(spec), quote(p))
+	}
+	return v, nil
+}
+
+// setSyntheticKinds makes the kinds of a hybrid spec: in each node, the
+// first perfCPUs CPUs are performance CPUs, the rest efficiency CPUs.
+func (t *Topology) setSyntheticKinds(perfCPUs int) {
+	eff := Kind{Rank: 0, Capacity: efficiencyCapacity}
+	perf := Kind{Rank: 1, Capacity: fullCapacity}
+	for _, n := range t.Nodes {
+		for k, id := range n.CPUs.List() {
+			if k < perfCPUs {
+				perf.CPUs.Add(id)
+			} else {
+				eff.CPUs.Add(id)
+			}
+		}
+	}
+	t.Kinds = []Kind{eff, perf}
+	for i := range t.CPUs {
+		c := &t.CPUs[i]
+		c.Kind = 0
+		if perf.CPUs.Has(c.ID) {
+			c.Kind = 1
+		}
+		c.Capacity = t.Kinds[c.Kind].Capacity
+	}
+	t.nameKinds()
 }
 
 // shapeSpec parses "NxC" or "NxCxT". Each count and their product must

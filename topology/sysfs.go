@@ -62,12 +62,13 @@ func FromFS(fsys fs.FS) (*Topology, error) {
 // are resolved inside fsys (a capture) rather than by the kernel (this
 // machine's root, where the two agree).
 func fromFS(fsys fs.FS, arch string, statusCPUs, inRoot bool) (*Topology, error) {
-	r := &reader{fsys: fsys, arch: arch, statusCPUs: statusCPUs, inRoot: inRoot}
+	r := &reader{fsys: fsys, arch: arch, statusCPUs: statusCPUs, inRoot: inRoot, live: !inRoot}
 	t := &Topology{Source: "sysfs"}
 	r.readMachine(t)
 	if err := r.readCPUs(t); err != nil {
 		return nil, err
 	}
+	r.readKinds(t)
 	r.readNodes(t)
 	r.readAllowed(t)
 	t.Degraded = append(t.Degraded, r.finishNotes()...)
@@ -91,6 +92,7 @@ type reader struct {
 	amdCU      bool // AMD family 15h/16h: SMT siblings are distinct cores
 	statusCPUs bool // narrow the allowed CPUs by proc/self/status
 	knl        bool // Xeon Phi: L3 entries of size 0 are not caches
+	live       bool // fsys is this machine's root: read what only it has (the PMU lists)
 }
 
 // cpuNote is one note about the same file of several CPUs.

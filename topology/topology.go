@@ -24,6 +24,12 @@ type Topology struct {
 	Dies     []Group   // dies that differ from their package
 	Clusters []Group   // CPU clusters that differ from every other level
 
+	// Kinds are the CPU kinds (performance and efficiency cores) in the
+	// order of hwloc's cpukinds: by increasing Rank when they are ranked.
+	// nil when the kernel describes no CPU's kind. Fewer than two kinds
+	// means every CPU is alike.
+	Kinds []Kind
+
 	// Distances is the node distance matrix (ACPI SLIT: 10 is local), or
 	// nil when the kernel gives none usable (one node, a missing file, a
 	// row with the wrong number of entries).
@@ -78,6 +84,16 @@ type CPU struct {
 	// unified cache of this CPU (the L3 on most machines), -1 if none.
 	LastLevelCache int
 	Allowed        bool // in the process's affinity mask and cgroup
+
+	// Kind indexes Topology.Kinds: the CPU's kind, -1 if it is in none.
+	Kind int
+	// Capacity is how much work the CPU does relative to the most capable
+	// CPU of the topology, which has 1024 (the kernel's cpu_capacity
+	// scale): its cpu_capacity when every online CPU has one, else its
+	// kind's maximum frequency when every online CPU has one, else 1024
+	// for every CPU. A loop split in proportion to it gives each CPU work
+	// for the same time.
+	Capacity int
 }
 
 // Package is one physical processor package (socket).

@@ -103,6 +103,7 @@ func writeReport(w io.Writer, t *topology.Topology, pl *placement) {
 
 	fmt.Fprintln(w)
 	writeTree(w, t)
+	writeKinds(w, t)
 
 	if pl != nil {
 		fmt.Fprintf(w, "\npinning:       %s\nmemory policy: %s\n", pl.Pinning, pl.MemoryPolicy)

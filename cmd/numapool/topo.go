@@ -49,7 +49,8 @@ func topoFlags() (*flag.FlagSet, topoOpts) {
 		asJSON: fs.Bool("json", false, "print the topology as JSON (the hwloc fixture schema)"),
 		sysfs:  fs.String("sysfs", "", "read a captured `DIR` (it holds sys/ and proc/) instead of this machine"),
 		spec: fs.String("spec", "", "a synthetic topology `SPEC` mapped onto the allowed CPUs: 2x4 (nodes x CPUs), "+
-			"2x4x2 (nodes x cores x threads), or \"0-1;2-3\" (OS CPUs per node)"),
+			"2x4x2 (nodes x cores x threads), \"0-1;2-3\" (OS CPUs per node), or 1x4p+4e and 1p+1e "+
+			"(nodes x performance + efficiency cores)"),
 	}
 }
 
@@ -83,6 +84,70 @@ func topoCmd(args []string, stdout io.Writer) error {
 	writeReport(stdout, t, pl)
 	writeSyntheticMemory(stdout, mem, real)
 	return nil
+}
+
+// writeKinds shows the CPU kinds, least powerful first, and each node's
+// CPUs of each kind (writeReport calls it after the tree).
+func writeKinds(w io.Writer, t *topology.Topology) {
+	switch len(t.Kinds) {
+	case 0:
+		fmt.Fprintln(w, "\ncpu kinds: none (every CPU alike, capacity 1024)")
+		return
+	case 1:
+		fmt.Fprintf(w, "\ncpu kinds: one (every CPU alike)\n")
+	default:
+		fmt.Fprintf(w, "\ncpu kinds: %d, least powerful first\n", len(t.Kinds))
+	}
+	for _, k := range t.Kinds {
+		rank := "unranked"
+		if k.Rank >= 0 {
+			rank = fmt.Sprintf("rank %d", k.Rank)
+		}
+		fmt.Fprintf(w, "  %s: CPUs %s; %s\n", strings.TrimSpace(rank+" "+k.Name), k.CPUs, kindFigures(k))
+	}
+	if len(t.Kinds) < 2 {
+		return
+	}
+	for _, n := range t.Nodes {
+		var parts []string
+		for i, k := range t.Kinds {
+			if cpus := k.CPUs.And(n.CPUs); !cpus.IsEmpty() {
+				parts = append(parts, fmt.Sprintf("%s %s", kindName(i, k), cpus))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "node %d kinds: %s\n", n.ID, strings.Join(parts, "; "))
+		}
+	}
+}
+
+// kindName is a kind's name, else its rank, else its index in Kinds.
+func kindName(i int, k topology.Kind) string {
+	switch {
+	case k.Name != "":
+		return k.Name
+	case k.Rank >= 0:
+		return fmt.Sprintf("rank %d", k.Rank)
+	}
+	return fmt.Sprintf("kind %d", i)
+}
+
+// kindFigures lists what the kernel says of a kind and its capacity.
+func kindFigures(k topology.Kind) string {
+	var f []string
+	if k.MaxMHz > 0 {
+		f = append(f, fmt.Sprintf("max %d MHz", k.MaxMHz))
+	}
+	if k.BaseMHz > 0 {
+		f = append(f, fmt.Sprintf("base %d MHz", k.BaseMHz))
+	}
+	if k.LinuxCapacity > 0 {
+		f = append(f, fmt.Sprintf("cpu_capacity %d", k.LinuxCapacity))
+	}
+	if k.CoreType != "" {
+		f = append(f, "core type "+k.CoreType)
+	}
+	return strings.Join(append(f, fmt.Sprintf("capacity %d", k.Capacity)), ", ")
 }
 
 // memoryOfSynthetic finds, for each node of the synthetic topology t laid
