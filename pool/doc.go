@@ -59,12 +59,26 @@
 //     leaves each page to the worker that first writes it.
 //   - Close, Shutdown(ctx), Stats, Explain, Workers and Nodes.
 //
+// # CPU kinds
+//
+// On a hybrid machine (Intel's P- and E-cores, Arm's big and little
+// cores: topology.Kind) WithCPUKind("performance") keeps a pool to the
+// full-speed cores and WithCPUKind("efficiency") to the slower ones, as
+// oneTBB's core-type constraint keeps an arena; two pools of one process
+// may split the machine by kind, and work sent to one runs on its kind.
+// Loops split their range over the nodes by capacity, so a node of slower
+// CPUs gets a smaller block; inside a node, the lazy split gives faster
+// workers more. Worker.Kind, WorkerStats.Kind and Stats.Kinds say where
+// work ran; Explain names each worker's kind and warns when a node's
+// workers are all efficiency CPUs. Where the CPUs are all
+// alike, nothing changes and a kind setting keeps every CPU.
+//
 // # The environment
 //
 // The environment, in OpenMP's vocabulary, gives defaults that options
 // override (WithoutEnv ignores it): NUMAPOOL_NUM_WORKERS (a count),
-// NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none),
-// NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
+// NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none,
+// optionally with a CPU kind: cores:performance), NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
 // spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),
 // NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
 // 1ms, a number of ms, or infinite) and NUMAPOOL_DISPLAY_AFFINITY (true:

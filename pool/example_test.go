@@ -516,3 +516,27 @@ func ExamplePool_Explain() {
 	fmt.Println(strings.SplitN(p.Explain(), ";", 2)[0])
 	// Output: numapool: 2 workers on 2 nodes
 }
+
+// Two pools split a hybrid machine by CPU kind (here a synthetic one of
+// two performance and two efficiency cores): latency-bound work goes to
+// the performance pool, background work to the efficiency one.
+func ExampleWithCPUKind() {
+	fast, err := pool.New(pool.WithSpec("1x2p+2e"), pool.WithCPUKind("performance"), pool.WithoutEnv())
+	if err != nil {
+		panic(err)
+	}
+	defer fast.Close()
+	slow, err := pool.New(pool.WithSpec("1x2p+2e"), pool.WithCPUKind("efficiency"), pool.WithoutEnv())
+	if err != nil {
+		panic(err)
+	}
+	defer slow.Close()
+	kind := func(w *pool.Worker) (string, error) { return w.Kind(), nil }
+	a, _ := pool.Run(fast, kind)
+	b, _ := pool.Run(slow, kind)
+	fmt.Println(fast.Workers(), a)
+	fmt.Println(slow.Workers(), b)
+	// Output:
+	// 2 performance
+	// 2 efficiency
+}

@@ -48,12 +48,22 @@ func (p *Pool) Explain() string {
 		b.WriteByte('\n')
 		for _, w := range g.workers {
 			os := t.OSCPUs(singleton(w.cpu))
+			kind := ""
+			if k := w.Kind(); k != "" {
+				kind = ", a " + k + " CPU"
+			}
 			if !p.cfg.binding.LocksThread() {
-				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os)
+				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s%s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os, kind)
 				continue
 			}
-			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s)\n", w.id, w.threadText(), w.cpu, os)
+			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s%s)\n", w.id, w.threadText(), w.cpu, os, kind)
 		}
+	}
+	for _, n := range p.notes {
+		fmt.Fprintf(&b, "%s\n", n)
+	}
+	for _, w := range p.slowKindWarnings() {
+		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	for _, w := range p.cfg.envWarnings {
 		fmt.Fprintf(&b, "environment: %s\n", w)

@@ -28,6 +28,9 @@ type config struct {
 	workersSet   bool
 	binding      pin.Binding
 	bindingSet   bool
+	kind         string // WithCPUKind: "performance" or "efficiency"; "": every kind
+	kindSet      bool
+	kindEnv      string // NUMAPOOL_PLACES, when kind came from it
 	mode         steal.Mode
 	modeSet      bool
 	spec         string
@@ -260,7 +263,7 @@ const (
 
 // placesWanted lists the bindings NUMAPOOL_PLACES takes: all but
 // pin.Goroutines, which only the program may choose.
-const placesWanted = "threads, cores, ll_caches, numa_domains or none"
+const placesWanted = "threads, cores, ll_caches, numa_domains or none, optionally followed by :performance or :efficiency"
 
 // applyEnv fills what no option set from the environment; lookup is
 // os.LookupEnv outside tests.
@@ -279,17 +282,10 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		}
 		c.workers, c.workersEnv = n, v
 	}
-	if v, ok := get(envPlaces); ok && !c.bindingSet {
-		b, err := pin.ParseBinding(v)
-		if err == nil && !b.LocksThread() {
-			// The environment tunes a program; it must not take away the
-			// thread-locked tasks the program may rely on.
-			return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give %s", envPlaces, v, placesWanted)
+	if v, ok := get(envPlaces); ok {
+		if err := c.placesEnv(v); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("pool: %s=%q: unknown binding (want %s)", envPlaces, v, placesWanted)
-		}
-		c.binding = b
 	}
 	if v, ok := get(envSteal); ok && !c.modeSet {
 		m, err := steal.ParseMode(v)
@@ -362,4 +358,32 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 		}
 	}
 	return c, nil
+}
+
+// placesEnv applies NUMAPOOL_PLACES: a binding, optionally followed by
+// ":" and a CPU kind (cores:performance, as libomp's cores:intel_core),
+// each part only where no option set it.
+func (c *config) placesEnv(v string) error {
+	places, kind, hasKind := strings.Cut(v, ":")
+	if hasKind && !c.kindSet {
+		k, err := parseKind(kind)
+		if err != nil {
+			return fmt.Errorf("pool: %s=%q: %w", envPlaces, v, err)
+		}
+		c.kind, c.kindEnv = k, v
+	}
+	if c.bindingSet {
+		return nil
+	}
+	b, err := pin.ParseBinding(places)
+	if err == nil && !b.LocksThread() {
+		// The environment tunes a program; it must not take away the
+		// thread-locked tasks the program may rely on.
+		return fmt.Errorf("pool: %s=%q: workers locked to no thread are the program's choice (pool.WithBinding(pin.Goroutines)), not the environment's; unset it or give %s", envPlaces, v, placesWanted)
+	}
+	if err != nil {
+		return fmt.Errorf("pool: %s=%q: unknown binding (want %s)", envPlaces, v, placesWanted)
+	}
+	c.binding = b
+	return nil
 }

@@ -40,7 +40,9 @@ func TestBadConfigurationNamesTheValue(t *testing.T) {
 	}{
 		{nil, map[string]string{envNumWorkers: "zero"}, envNumWorkers},
 		{nil, map[string]string{envNumWorkers: "-2"}, "-2"},
-		{nil, map[string]string{envPlaces: "sockets"}, `"sockets": unknown binding (want threads, cores, ll_caches, numa_domains or none)`},
+		{nil, map[string]string{envPlaces: "sockets"}, `"sockets": unknown binding (want threads, cores, ll_caches, numa_domains or none, optionally followed by :performance or :efficiency)`},
+		{nil, map[string]string{envPlaces: "cores:fast"}, envPlaces + `="cores:fast": unknown CPU kind "fast" (want performance or efficiency)`},
+		{nil, map[string]string{envPlaces: "sockets:performance"}, `"sockets:performance": unknown binding`},
 		{nil, map[string]string{envSteal: "random"}, "random"},
 		{nil, map[string]string{envTopology: "2x"}, envTopology + `="2x"`},
 		{nil, map[string]string{envTopology: "2x1", envNodes: "7"}, envNodes + `="7"`},

@@ -12,7 +12,7 @@ import (
 
 // ParallelFor calls body over [0, n) in blocks [lo, hi) and returns when
 // every index is done. The range is first split over the nodes in
-// contiguous blocks proportional to each node's workers (Split), the
+// contiguous blocks proportional to each node's capacity (Split), the
 // same way on every call with the same n, and each node's block goes to
 // that node (and stays there at the top level); inside a node a worker
 // runs its block in grain-sized pieces and offers the upper half of what
@@ -46,26 +46,30 @@ type NodeBlock struct {
 }
 
 // Split returns how ParallelFor over n divides the range between nodes:
-// contiguous blocks, in node order, proportional to each node's workers
-// (the block of the first i nodes ends at n * their workers / all
-// workers, rounded down), covering [0, n) exactly for every n up to
-// math.MaxInt; for n <= 0 every block is empty. It depends only on n and
-// the pool.
+// contiguous blocks, in node order, proportional to each node's capacity
+// (the sum of its workers' topology.CPU.Capacity: its worker count where
+// the CPUs are all alike; the block of the first i nodes ends at n *
+// their capacity / the pool's, rounded down), covering [0, n) exactly
+// for every n up to math.MaxInt; for n <= 0 every block is empty. It
+// depends only on n and the pool.
 func (p *Pool) Split(n int) []NodeBlock { return p.split(n) }
 
 func (p *sched) split(n int) []NodeBlock {
 	n = max(n, 0) // a loop over n <= 0 runs nothing
 	out := make([]NodeBlock, 0, len(p.domains))
-	total := uint64(len(p.workers))
-	done := 0
+	var total uint64
+	for _, g := range p.domains {
+		total += g.capacity
+	}
+	var done uint64
 	lo := 0
 	for _, g := range p.domains {
-		done += len(g.workers)
+		done += g.capacity
 		// n * done in 128 bits: it does not fit in 64 when n is near
 		// math.MaxInt. The quotient fits: n < 1<<64 makes the high word
 		// less than done, so less than total (Div64's condition), and
 		// done <= total makes the result at most n.
-		prodHi, prodLo := bits.Mul64(uint64(n), uint64(done))
+		prodHi, prodLo := bits.Mul64(uint64(n), done)
 		hi, _ := bits.Div64(prodHi, prodLo, total)
 		out = append(out, NodeBlock{Node: g.node.ID, Lo: lo, Hi: int(hi)})
 		lo = int(hi)
@@ -74,7 +78,7 @@ func (p *sched) split(n int) []NodeBlock {
 }
 
 // The loop-piece patience rule. ParallelFor gives each domain a
-// block of the range in proportion to its workers, queued in its pinned
+// block of the range in proportion to its capacity, queued in its pinned
 // shard: that block's pages were first touched by the same split, so
 // they lie on that node. Inside the node the block is split lazily
 // (piece.run) and its pieces may be stolen like any task, also by a

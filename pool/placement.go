@@ -15,7 +15,8 @@ type plan struct {
 	topo     *topology.Topology
 	domains  []domainPlan
 	degraded []string
-	claim    *claim // the workers' CPUs, held until the pool ends
+	notes    []string // what a setting chose, for Explain (the CPU kind)
+	claim    *claim   // the workers' CPUs, held until the pool ends
 }
 
 type domainPlan struct {
@@ -73,6 +74,18 @@ func makePlan(c config) (*plan, error) {
 		}
 		slices.SortFunc(kept, func(a, b topology.Node) int { return a.ID - b.ID })
 		nodes = kept
+	}
+	if c.kind != "" {
+		from := ""
+		if c.kindEnv != "" {
+			from = fmt.Sprintf("%s=%q: ", envPlaces, c.kindEnv)
+		}
+		var note string
+		var err error
+		if nodes, note, err = keepKind(t, nodes, c.kind, from); err != nil {
+			return nil, err
+		}
+		p.notes = append(p.notes, note)
 	}
 
 	total := 0

@@ -50,6 +50,9 @@ type domain struct {
 	pinned  *queue.InjectShard[item] // work that must run on the node
 	workers []*Worker
 	dist    []int // distance to each domain, by index
+	// capacity is the sum of the workers' CPU capacities (kinds.go): a
+	// loop's share of the domain.
+	capacity uint64
 
 	// places holds one token per task queued in inject or pinned under the bound;
 	// nil when unbounded.
@@ -93,6 +96,7 @@ type sched struct {
 	order      []int         // Submit's round robin over domains, weighted by size
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
+	notes      []string // what a setting chose (the CPU kind), for Explain
 	degradedMu sync.Mutex
 	started    time.Time // the pool's clock starts (clock)
 
@@ -129,7 +133,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim, started: time.Now(),
+	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, notes: pl.notes, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
 	var nodeWorkers [][]int
 	for gi, gp := range pl.domains {
@@ -141,6 +145,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		for _, cpu := range gp.cpus {
 			w := newWorker(p, g, len(p.workers), cpu)
 			g.workers = append(g.workers, w)
+			g.capacity += capacity(pl.topo, cpu)
 			ids = append(ids, w.id)
 			p.workers = append(p.workers, w)
 		}

@@ -145,7 +145,8 @@ type WorkerStats struct {
 	Worker int    `json:"worker"`
 	Node   int    `json:"node"`
 	CPU    int    `json:"cpu"`
-	Bound  string `json:"bound_cpus"` // OS CPUs the thread is bound to; "" when unbound
+	Bound  string `json:"bound_cpus"`     // OS CPUs the thread is bound to; "" when unbound
+	Kind   string `json:"kind,omitempty"` // the CPU's kind (Worker.Kind); "" where CPUs are all alike
 	Counters
 }
 
@@ -182,6 +183,10 @@ type Tasks struct {
 type Stats struct {
 	Workers []WorkerStats `json:"workers"`
 	Nodes   []NodeStats   `json:"nodes"`
+	// Kinds are the counters summed by CPU kind ("performance",
+	// "efficiency": WorkerStats.Kind), on a machine with named kinds; nil
+	// elsewhere. A worker whose CPU is of no named kind is in none.
+	Kinds map[string]Counters `json:"kinds,omitempty"`
 	Tasks
 	Total Counters `json:"total"`
 	// Abandoned counts tasks dropped by Shutdown at its deadline.
@@ -197,7 +202,7 @@ func (p *Pool) Stats() Stats {
 		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
 		for _, w := range g.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Counters: c}
+			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Kind: kindName(p.topo, w.cpu), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 			w.pubLat.wait.addTo(&ns.QueueWait)
@@ -224,5 +229,6 @@ func (p *Pool) Stats() Stats {
 		st.Queued += ns.Queued
 		st.BusyWorkers += ns.BusyWorkers
 	}
+	st.Kinds = kindStats(st.Workers)
 	return st
 }

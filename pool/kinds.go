@@ -1,0 +1,179 @@
+package pool
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/numapool/numapool/topology"
+)
+
+// CPU kinds (topology.Kind): the performance and efficiency cores of a
+// hybrid machine. The pool uses them three ways:
+//
+//   - WithCPUKind (or NUMAPOOL_PLACES=cores:performance) keeps a pool's
+//     workers to one kind, as oneTBB's core-type constraint keeps an
+//     arena and libomp's cores:intel_core its places: a pool is a Target,
+//     so work sent to it runs on that kind, and two pools of one process
+//     may split the machine by kind;
+//   - ParallelFor and MapReduce split their range over the nodes in
+//     proportion to each node's capacity (the sum of its workers' CPU
+//     capacities), not its worker count, so that on a node of slower
+//     CPUs the block lasts as long as on the others; inside a node the
+//     lazy split already gives the faster workers more;
+//   - Worker.Kind, the Kind in WorkerStats and the per-kind sums in
+//     Stats.Kinds say where work ran, and Explain warns where a node's
+//     workers are all of the least efficient kind.
+//
+// The kinds and their names ("performance", "efficiency") are the
+// topology's (topology.Kind). A machine whose CPUs are all alike, or
+// whose kinds differ too little to name, has no such names, and a kind
+// setting then keeps every CPU (Explain says so).
+
+// Kind names a CPU kind setting may ask for.
+const (
+	kindPerformance = "performance"
+	kindEfficiency  = "efficiency"
+)
+
+// parseKind checks a kind name, in any case.
+func parseKind(s string) (string, error) {
+	switch k := strings.ToLower(strings.TrimSpace(s)); k {
+	case kindPerformance, kindEfficiency:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown CPU kind %q (want %s or %s)", s, kindPerformance, kindEfficiency)
+}
+
+// WithCPUKind keeps the pool's workers to CPUs of one kind: "performance"
+// (a hybrid machine's full-speed cores: Intel's P-cores, Arm's big cores)
+// or "efficiency" (its slower ones: E-cores, little cores), as the
+// topology names its kinds (topology.Kind.Name). Nodes without a CPU of
+// the kind get no worker. On a machine whose CPUs are all alike (one kind,
+// or kinds too alike to name) every CPU is kept.
+func WithCPUKind(kind string) Option {
+	return optionFunc(func(c *config) error {
+		k, err := parseKind(kind)
+		if err != nil {
+			return fmt.Errorf("pool: WithCPUKind: %w", err)
+		}
+		c.kind, c.kindSet = k, true
+		return nil
+	})
+}
+
+// namedKinds reports whether t names its kinds: two or more of them,
+// ranked.
+func namedKinds(t *topology.Topology) bool {
+	for _, k := range t.Kinds {
+		if k.Name != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// keepKind narrows each node to its CPUs of the named kind, dropping
+// nodes left with none; note says what it did for Explain. It fails when
+// no node keeps a CPU.
+func keepKind(t *topology.Topology, nodes []topology.Node, kind, from string) (_ []topology.Node, note string, _ error) {
+	if !namedKinds(t) {
+		return nodes, fmt.Sprintf("CPU kind %s: the CPUs are all alike (no kind is named performance or efficiency), so every CPU is kept", kind), nil
+	}
+	kindCPUs := t.KindCPUs(kind)
+	var names []string
+	for _, k := range t.Kinds {
+		if k.Name != "" {
+			names = append(names, fmt.Sprintf("%s CPUs %s", k.Name, k.CPUs))
+		}
+	}
+	var kept []topology.Node
+	var dropped []string
+	for _, n := range nodes {
+		cpus := n.CPUs.And(kindCPUs)
+		if cpus.IsEmpty() {
+			dropped = append(dropped, fmt.Sprint(n.ID))
+			continue
+		}
+		n.CPUs = cpus
+		kept = append(kept, n)
+	}
+	if len(kept) == 0 {
+		return nil, "", fmt.Errorf("pool: %sCPU kind %s: no allowed CPU of that kind (%s; allowed %s)", from, kind, strings.Join(names, ", "), t.Allowed)
+	}
+	note = fmt.Sprintf("CPU kind %s: CPUs %s", kind, kindCPUs.And(t.Allowed))
+	if len(dropped) > 0 {
+		note += fmt.Sprintf("; nodes %s have none and get no worker", strings.Join(dropped, ","))
+	}
+	return kept, note, nil
+}
+
+// capacity is the capacity of topology CPU id (topology.CPU.Capacity,
+// 1024 for the most capable CPU); a CPU the topology gives none counts
+// as full.
+func capacity(t *topology.Topology, id int) uint64 {
+	if c, ok := t.CPU(id); ok && c.Capacity > 0 {
+		return uint64(c.Capacity)
+	}
+	return 1024
+}
+
+// kindName is the name of topology CPU id's kind, "" if it has none.
+func kindName(t *topology.Topology, id int) string {
+	if k, ok := t.KindOf(id); ok {
+		return k.Name
+	}
+	return ""
+}
+
+// Kind returns the name of the kind of the worker's CPU: "performance" or
+// "efficiency" on a hybrid machine, "" where the CPUs are all alike.
+func (w *Worker) Kind() string { return kindName(w.pool.topo, w.cpu) }
+
+// kindStats sums the workers' counters by kind; nil when no worker's CPU
+// has a named kind.
+func kindStats(ws []WorkerStats) map[string]Counters {
+	var out map[string]Counters
+	for _, w := range ws {
+		if w.Kind == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]Counters)
+		}
+		c := out[w.Kind]
+		c.add(w.Counters)
+		out[w.Kind] = c
+	}
+	return out
+}
+
+// slowKindWarnings are Explain's warnings about work that can run only on
+// the least efficient kind: a pool whose workers are all on it, or a node
+// whose workers are (strict work for that node runs at the slow kind's
+// speed; its loop blocks are sized by capacity and are not slower).
+func (p *sched) slowKindWarnings() []string {
+	if !namedKinds(p.topo) {
+		return nil
+	}
+	var slowNodes []string
+	for _, g := range p.domains {
+		slow := true
+		for _, w := range g.workers {
+			slow = slow && kindName(p.topo, w.cpu) == kindEfficiency
+		}
+		if slow {
+			slowNodes = append(slowNodes, fmt.Sprint(g.node.ID))
+		}
+	}
+	switch {
+	case len(slowNodes) == 0:
+		return nil
+	case len(slowNodes) == len(p.domains):
+		return []string{"every worker is on an efficiency CPU: the pool's work runs at that kind's speed"}
+	}
+	which := "node " + slowNodes[0] + " are"
+	if len(slowNodes) > 1 {
+		which = "nodes " + strings.Join(slowNodes, ",") + " are"
+	}
+	return []string{fmt.Sprintf("the workers of %s all on efficiency CPUs: strict work for them runs at that kind's speed", which)}
+}
