@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
@@ -22,7 +23,7 @@ func explainFlags() (*flag.FlagSet, explainOpts) {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	return fs, explainOpts{
 		workers:  fs.Int("workers", 0, "start `N` workers (default: min(allowed CPUs, GOMAXPROCS))"),
-		places:   fs.String("places", "", "bind each worker to `P`: threads, cores, ll_caches, numa_domains, none or goroutines"),
+		places:   fs.String("places", "", "bind each worker to `P`: threads, cores, ll_caches, numa_domains, none or goroutines, optionally followed by :performance or :efficiency (one kind of CPU)"),
 		mode:     fs.String("steal", "", "steal in `MODE`: hierarchical or flat"),
 		spec:     fs.String("spec", "", "a synthetic topology `SPEC` such as 2x2 (see numapool help topo)"),
 		required: fs.Bool("required-placement", false, "fail when placement cannot be honoured"),
@@ -42,11 +43,15 @@ func explainCmd(args []string, stdout io.Writer) error {
 		opts = append(opts, pool.WithWorkers(*workers))
 	}
 	if *places != "" {
-		b, err := pin.ParseBinding(*places)
+		binding, kind, hasKind := strings.Cut(*places, ":")
+		b, err := pin.ParseBinding(binding)
 		if err != nil {
 			return usageError{"--places: " + err.Error()}
 		}
 		opts = append(opts, pool.WithBinding(b))
+		if hasKind {
+			opts = append(opts, pool.WithCPUKind(kind))
+		}
 	}
 	if *mode != "" {
 		m, err := steal.ParseMode(*mode)
