@@ -94,6 +94,12 @@ type sched struct {
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	degradedMu sync.Mutex
 	started    time.Time // the pool's clock starts (clock)
+	// The machine as the monitor last saw it (monitor.go), and the log of
+	// re-plans for Explain, under degradedMu.
+	machine  atomic.Pointer[machineState]
+	looks    uint64 // the monitor's looks at the pool (monitor only)
+	replans  []string
+	nReplans int
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -124,12 +130,17 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(cfg)
+	rd, held := firstReading(cfg) // held: the monitor runs, and stays until the last worker ends
+	pl, err := makePlan(cfg, rd.pc.Usable(), !held)
 	if err != nil {
+		if held {
+			releaseMonitor()
+		}
 		return nil, err
 	}
 	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
+	p.machine.Store(&machineState{read: rd, cpus: rd.pc.Usable(), at: p.started})
 	var nodeWorkers [][]int
 	for gi, gp := range pl.domains {
 		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
@@ -149,6 +160,9 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
 		p.claim.release()
+		if held {
+			releaseMonitor()
+		}
 		return nil, err
 	}
 	p.order = weightedOrder(p.domains)
@@ -159,6 +173,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
+	p.watch(held) // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
 		go w.main(errs)
 	}
