@@ -170,9 +170,7 @@ func (p *sched) explainMachine(b *strings.Builder, replans []string, n int) {
 func (p *sched) degradedNow() []string {
 	var out []string
 	st := p.machine.Load()
-	var used topology.CPUSet
 	for _, w := range p.workers {
-		used = used.Or(w.bound)
 		if n := w.place.now.Load(); n != nil && n.why != "" {
 			out = append(out, fmt.Sprintf("worker %d (node %d) on CPUs %s now: %s", w.id, w.Node(), n.cpus, n.why))
 		}
@@ -180,8 +178,8 @@ func (p *sched) degradedNow() []string {
 	if st.read.procs > 0 && st.read.procs < len(p.workers) && p.cfg.binding.LocksThread() {
 		out = append(out, fmt.Sprintf("GOMAXPROCS is %d, below the %d workers: the locked workers take turns on %d processors", st.read.procs, len(p.workers), st.read.procs))
 	}
-	if extra := st.cpus.AndNot(used); !used.IsEmpty() && !extra.IsEmpty() && p.cfg.binding.LocksThread() {
-		out = append(out, fmt.Sprintf("the process has CPUs %s the pool has no worker on (they came after New, or the plan left them): reported only", extra))
+	if extra := st.cpus.AndNot(p.startCPUs); !p.startCPUs.IsEmpty() && !extra.IsEmpty() {
+		out = append(out, fmt.Sprintf("CPUs %s came to the process after New: the pool has no worker for them (reported only)", extra))
 	}
 	return out
 }

@@ -153,6 +153,14 @@ func TestOneThreadNarrowedFromOutsideIsHonoured(t *testing.T) {
 	if got := p.Stats().Workers[1].Bound; got != one.String() {
 		t.Errorf("Stats: worker 1 bound to %q, want %q", got, one)
 	}
+	// Set back from outside to the CPUs the pool would bind it to: the
+	// pool takes it as its own again.
+	if err := setThreadMask(tid, w.bound); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(watchBound, func() bool { return !strings.Contains(p.Explain(), "worker 1 (node") }) {
+		t.Errorf("worker 1's thread set back to %s: Explain still reports it degraded:\n%s", w.bound, p.Explain())
+	}
 	s.finish(t, p)
 }
 

@@ -224,6 +224,20 @@ func TestExplainReportsFewerProcessorsThanWorkers(t *testing.T) {
 	}
 }
 
+// TestExplainReportsCPUsThatCameAfterNew: a pool made while the process
+// had one CPU keeps its plan when a second comes, and says so.
+func TestExplainReportsCPUsThatCameAfterNew(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	f := newFakeMachine(topology.NewCPUSet(a), 2)
+	p := newTestPool(t, withMachine(f, fakeWatch))
+	defer p.Close()
+	f.set(all, 2)
+	say := fmt.Sprintf("CPUs %d came to the process after New", b)
+	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), say) }) {
+		t.Errorf("Explain does not say %q:\n%s", say, p.Explain())
+	}
+}
+
 // TestMonitorRunsWhilePoolsLive: the monitor's goroutine starts with the
 // first pool and ends with the last; a watch of 0 makes no look.
 func TestMonitorRunsWhilePoolsLive(t *testing.T) {

@@ -410,7 +410,13 @@ func (p *sched) checkMasks(st *machineState) {
 			if expect.IsEmpty() {
 				expect = w.place.set
 			}
-			if mask, err := topology.ThreadAffinity(tid); err == nil && !mask.Equal(expect) {
+			mask, err := topology.ThreadAffinity(tid)
+			if to, why := p.placeWithin(w, st.cpus); err == nil && !mask.Equal(expect) && mask.Equal(to) {
+				// Set back to where the pool would put it: nothing to honour.
+				w.place.outside, w.place.set = topology.CPUSet{}, mask
+				w.place.now.Store(&placeNow{cpus: to, why: why})
+				w.setNodeCPUs(to)
+			} else if err == nil && !mask.Equal(expect) {
 				w.place.outside, w.place.set, w.place.seenAt = mask, mask, p.looks
 				why := fmt.Sprintf("its thread %d was set to CPUs %s from outside (the pool had set %s): honoured", tid, mask, expect)
 				w.place.now.Store(&placeNow{cpus: mask, why: why, outside: true})

@@ -96,10 +96,11 @@ type sched struct {
 	started    time.Time // the pool's clock starts (clock)
 	// The machine as the monitor last saw it (monitor.go), and the log of
 	// re-plans for Explain, under degradedMu.
-	machine  atomic.Pointer[machineState]
-	looks    uint64 // the monitor's looks at the pool (monitor only)
-	replans  []string
-	nReplans int
+	machine   atomic.Pointer[machineState]
+	looks     uint64          // the monitor's looks at the pool (monitor only)
+	startCPUs topology.CPUSet // the process's CPUs New planned inside
+	replans   []string
+	nReplans  int
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -141,6 +142,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
 	p.machine.Store(&machineState{read: rd, cpus: rd.pc.Usable(), at: p.started})
+	p.startCPUs = rd.pc.Usable()
 	var nodeWorkers [][]int
 	for gi, gp := range pl.domains {
 		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
