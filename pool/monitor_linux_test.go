@@ -2,7 +2,10 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -218,6 +221,98 @@ func TestCoresBindingFollowsACPUThatComesBack(t *testing.T) {
 	f.set(all, 2)
 	if !masksAre(p, []topology.CPUSet{topology.NewCPUSet(a), topology.NewCPUSet(b)}, hangBound) {
 		t.Errorf("CPU %d back: worker masks %v, want each on its own CPU", b, workerMasks(p))
+	}
+	s.finish(t, p)
+}
+
+// cpusetV1 returns the directory of this process's cgroup-v1 cpuset, or
+// skips the test saying why there is none to use.
+func cpusetV1(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("moving the process to a cpuset of its own needs root")
+	}
+	mounts, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		t.Skip(err)
+	}
+	mnt := ""
+	for line := range strings.SplitSeq(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[2] == "cgroup" && slices.Contains(strings.Split(f[3], ","), "cpuset") {
+			mnt = f[1]
+		}
+	}
+	if mnt == "" {
+		t.Skip("no cgroup-v1 cpuset controller mounted (a v2 cpuset is tested in the VM suite's kernel, if at all)")
+	}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skip(err)
+	}
+	for line := range strings.SplitSeq(string(cg), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuset") {
+			return filepath.Join(mnt, parts[2])
+		}
+	}
+	t.Skip("the process is in no cgroup-v1 cpuset")
+	return ""
+}
+
+// TestCgroupCpusetShrinksAndGrows moves the test process into a cpuset
+// of its own, shrinks it to one CPU under a counted stream and restores
+// it: the kernel narrows every thread, and the pool then places its
+// workers inside the cpuset; once restored (the kernel widens every
+// thread to the whole cpuset) every worker is bound where the plan put
+// it again.
+func TestCgroupCpusetShrinksAndGrows(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	parent := cpusetV1(t)
+	mems, err := os.ReadFile(filepath.Join(parent, "cpuset.mems"))
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("numapool-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot make a cpuset: %v", err)
+	}
+	write := func(name, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0); err != nil {
+			t.Fatalf("%s/%s = %q: %v", dir, name, v, err)
+		}
+	}
+	pid := strconv.Itoa(os.Getpid())
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(parent, "cgroup.procs"), []byte(pid), 0)
+		setEveryThread(t, all)
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("removing the test's cpuset: %v", err)
+		}
+	})
+	pair := fmt.Sprintf("%d,%d", a, b)
+	write("cpuset.mems", strings.TrimSpace(string(mems)))
+	write("cpuset.cpus", pair)
+	write("cgroup.procs", pid)
+
+	p, err := newPool([]Option{WithSpec("2x1")}, env(map[string]string{envMachineWatch: hostWatch.String()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := []topology.CPUSet{p.workers[0].bound, p.workers[1].bound}
+	s := startStream(t, p, 1<<20)
+	one := topology.NewCPUSet(a)
+	write("cpuset.cpus", strconv.Itoa(a))
+	if !masksAre(p, []topology.CPUSet{one, one}, watchBound) {
+		t.Errorf("cpuset shrunk to %s: worker masks %v", one, workerMasks(p))
+	}
+	if bad := holdsInside(p, one, 3*hostWatch); bad != "" {
+		t.Errorf("cpuset shrunk to %s: %s", one, bad)
+	}
+	write("cpuset.cpus", pair)
+	if !masksAre(p, planned, watchBound) {
+		t.Errorf("cpuset restored to %s: worker masks %v, want the plan's %v", pair, workerMasks(p), planned)
 	}
 	s.finish(t, p)
 }
