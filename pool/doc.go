@@ -89,9 +89,10 @@
 //     workers inside what is left.
 //   - While a pool lives, one monitor goroutine of the process looks
 //     every second (WithMachineWatch, NUMAPOOL_MACHINE_WATCH; 0 turns
-//     it off), locked to that unpinned thread; a look costs the monitor's
-//     thread tens of microseconds, and no worker pays anything on its
-//     hot paths. Within one interval of a change, every worker's thread
+//     it off), locked to that unpinned thread; a look costs its thread a
+//     few microseconds beside the wake-up of a sleeping goroutine
+//     (BenchmarkMachineLook), and no worker pays anything on its hot
+//     paths. Within one interval of a change, every worker's thread
 //     is re-bound by its thread ID, busy or parked: on its own CPUs that
 //     are left, else on the rest of its node, else on the nearest node
 //     of the pool that has CPUs (Explain says which); and back on its own

@@ -58,18 +58,25 @@ type machineReading struct {
 	procs int // GOMAXPROCS
 }
 
-// readMachine reads the process's CPUs from the calling thread's mask
-// (the monitor's reference thread) and GOMAXPROCS; after a first
-// reading, last, it reads the cgroup cpuset from the file found then
-// (topology.ProcessCPUs.Reread).
-func readMachine(last *topology.ProcessCPUs) machineReading {
-	var pc topology.ProcessCPUs
-	if last == nil {
-		pc = topology.ReadProcessCPUsOf(0)
-	} else {
-		pc = last.Reread(0)
-	}
-	return machineReading{pc: pc, procs: runtime.GOMAXPROCS(0)}
+// machineReader reads the process's CPUs from the calling thread's mask
+// (the monitor's reference thread) and GOMAXPROCS. The first reading
+// finds the cgroup cpuset's file; later ones read it again, and the
+// online CPUs, from files kept open (machineFiles): a process keeps its
+// cgroup while the cpuset changes, which is what the looks are for.
+type machineReader struct {
+	first topology.ProcessCPUs
+	last  topology.ProcessCPUs
+	files *machineFiles
+}
+
+func newMachineReader() *machineReader {
+	pc := topology.ReadProcessCPUsOf(0)
+	return &machineReader{first: pc, last: pc, files: openMachineFiles(pc)}
+}
+
+func (r *machineReader) read() machineReading {
+	r.last = r.files.read(r.last)
+	return machineReading{pc: r.last, procs: runtime.GOMAXPROCS(0)}
 }
 
 // machineState is a pool's view of the machine, replaced whole on each
@@ -194,13 +201,14 @@ func (r *monitorRun) loop() {
 	timer.Stop()
 	defer timer.Stop()
 	interval := time.Duration(0)
-	first := readMachine(nil)
+	rd := newMachineReader()
+	defer rd.files.close()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case reply := <-r.asks:
-			reply <- readMachine(&first.pc)
+			reply <- rd.read()
 			continue
 		case <-r.kick:
 			if d := monitorInterval(); d != interval {
@@ -213,7 +221,7 @@ func (r *monitorRun) loop() {
 			continue
 		case <-timer.C:
 		}
-		look(&first.pc)
+		look(rd)
 		if interval = monitorInterval(); interval > 0 {
 			timer.Reset(interval)
 		}
@@ -221,17 +229,17 @@ func (r *monitorRun) loop() {
 }
 
 // look reads the machine once and shows each watching pool its reading.
-func look(first *topology.ProcessCPUs) {
-	rd := readMachine(first)
+func look(r *machineReader) {
+	rd := r.read()
 	monitor.Lock()
 	pools := slices.Clone(monitor.pools)
 	monitor.Unlock()
 	for _, p := range pools {
-		r := rd
+		pr := rd
 		if p.cfg.machine != nil {
-			r = p.cfg.machine()
+			pr = p.cfg.machine()
 		}
-		p.observe(r, time.Now())
+		p.observe(pr, time.Now())
 	}
 }
 

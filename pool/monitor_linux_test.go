@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,4 +316,22 @@ func TestCgroupCpusetShrinksAndGrows(t *testing.T) {
 		t.Errorf("cpuset restored to %s: worker masks %v, want the plan's %v", pair, workerMasks(p), planned)
 	}
 	s.finish(t, p)
+}
+
+// A look reads the same sets from its open files as a reading from
+// scratch does.
+func TestMachineReaderReadsWhatTopologyReads(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := newMachineReader()
+	defer r.files.close()
+	for range 3 {
+		got, want := r.read().pc, topology.ReadProcessCPUsOf(0)
+		if !got.Mask.Equal(want.Mask) || !got.Online.Equal(want.Online) || !got.Cgroup.Equal(want.Cgroup) || got.CgroupFile != want.CgroupFile {
+			t.Fatalf("a look read %+v, a fresh reading %+v", got, want)
+		}
+		if got.Online.IsEmpty() {
+			t.Fatal("a look read no online CPU")
+		}
+	}
 }

@@ -306,9 +306,10 @@ func BenchmarkMachineLook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	first := readMachine(nil)
+	r := newMachineReader()
+	defer r.files.close()
 	b.ResetTimer()
 	for range b.N {
-		p.observe(readMachine(&first.pc), time.Now())
+		p.observe(r.read(), time.Now())
 	}
 }

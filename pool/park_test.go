@@ -29,6 +29,9 @@ func TestIdleCPU(t *testing.T) {
 	}
 	window := idleWindow
 	parked := time.Duration(window.Seconds() * float64(idleCPUPerSecond))
+	if raceEnabled {
+		parked *= 2 // every access of the runtime's and the test's Go code is instrumented
+	}
 	for _, tc := range []struct {
 		name  string
 		opts  []Option

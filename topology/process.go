@@ -3,7 +3,6 @@ package topology
 import (
 	"fmt"
 	"os"
-	"strings"
 )
 
 // ProcessCPUs is what narrowed this process's CPUs, each set read on its
@@ -49,24 +48,6 @@ func (pc *ProcessCPUs) checkMask() {
 	if pc.MaskErr == nil && pc.Mask.IsEmpty() {
 		pc.MaskErr = fmt.Errorf("sched_getaffinity returned an empty mask")
 	}
-}
-
-// Reread reads pc's three sets again now: the affinity mask of thread
-// tid (0: the calling thread, as ReadProcessCPUsOf), the online CPUs,
-// and the cgroup cpuset from the file pc read it from, without finding
-// the process's cgroup again (which reads the mount table and more, and
-// costs most of a reading): a process keeps its cgroup while its cpuset
-// changes, which is what a look that repeats is for.
-func (pc ProcessCPUs) Reread(tid int) ProcessCPUs {
-	out := ProcessCPUs{CgroupFile: pc.CgroupFile}
-	out.Mask, out.MaskErr = ThreadAffinity(tid)
-	r := &reader{fsys: os.DirFS("/")}
-	out.Online = r.online()
-	if pc.CgroupFile != "" {
-		out.Cgroup, _ = r.cpuSetFile(strings.TrimPrefix(pc.CgroupFile, "/"))
-	}
-	out.checkMask()
-	return out
 }
 
 // ReadProcessCPUsOf is ReadProcessCPUs with the affinity mask of thread
