@@ -65,15 +65,31 @@ func TestIdleCPU(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		before := processCPU()
 		minSearching := p.idle.searching.Load()
+		var used time.Duration
 		if tc.spins {
 			for end := time.Now().Add(window); time.Now().Before(end); {
 				time.Sleep(time.Millisecond)
 				minSearching = min(minSearching, p.idle.searching.Load())
 			}
+			used = processCPU() - before
 		} else {
-			time.Sleep(window) // no sampling: it would cost CPU of its own
+			// The least of up to three windows: the process's own CPU time
+			// grows with the machine's load (other processes' threads
+			// evict its caches and preempt it), and a pool that burns CPU
+			// burns it in every window.
+			for try := range 3 {
+				time.Sleep(window) // no sampling: it would cost CPU of its own
+				u := processCPU() - before
+				if try == 0 || u < used {
+					used = u
+				}
+				if used <= tc.max {
+					break
+				}
+				t.Logf("%s: %v of CPU in window %d; trying another", tc.name, u, try+1)
+				before = processCPU()
+			}
 		}
-		used := processCPU() - before
 		_ = p.Close()
 		t.Logf("%s: an idle pool of 4 workers used %v of CPU in %v", tc.name, used, window)
 		if used > tc.max {
