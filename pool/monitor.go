@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/numapool/numapool/topology"
@@ -102,6 +103,7 @@ type monitorRun struct {
 	asks chan chan machineReading // a reading from the reference thread, now
 	kick chan struct{}            // the pools or their intervals changed
 	stop chan struct{}            // the last hold is released
+	tid  atomic.Int32             // the reference thread, once locked
 }
 
 // holdMonitor starts the monitor if it does not run and keeps it running
@@ -197,6 +199,7 @@ func monitorInterval() time.Duration {
 // mask: when the goroutine returns, the thread ends with it.
 func (r *monitorRun) loop() {
 	runtime.LockOSThread()
+	r.tid.Store(int32(threadID()))
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
