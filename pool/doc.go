@@ -88,6 +88,51 @@
 // named, with the nearest setting, on stderr once and in Explain, and
 // fails New under WithRequiredPlacement.
 //
+// # When the machine changes
+//
+// The process's CPUs are an input that changes while a pool runs:
+// Kubernetes and Slurm rewrite cpusets, taskset -p narrows a process,
+// CPUs go offline and come back, Go changes GOMAXPROCS when a CPU limit
+// does. The pool follows, without fighting any of them:
+//
+//   - New reads the process's CPUs when it is called, not when the
+//     program started: the mask of a thread that no pool pins (the
+//     machine monitor's, or with no pool alive the main thread's), within
+//     the cgroup cpuset (cpuset.cpus.effective in v2, cpuset.cpus in v1)
+//     and the online CPUs. A pool made after taskset -a -p places its
+//     workers inside what is left.
+//   - While a pool lives, one monitor goroutine of the process looks
+//     every second (WithMachineWatch, NUMAPOOL_MACHINE_WATCH; 0 turns
+//     it off), locked to that unpinned thread; a look costs its thread a
+//     few microseconds beside the wake-up of a sleeping goroutine
+//     (BenchmarkMachineLook), and no worker pays anything on its hot
+//     paths. Within one interval of a change, every worker's thread
+//     is re-bound by its thread ID, busy or parked: on its own CPUs that
+//     are left, else on the rest of its node, else on the nearest node
+//     of the pool that has CPUs (Explain says which); and back on its own
+//     when they return. No mask the pool sets (binding, spreading, the
+//     mask a thread gets back when its worker ends) holds a CPU outside
+//     the process's CPUs as last read.
+//   - A mask someone else set on one worker's thread (taskset -p TID) is
+//     honoured: the pool sets no other on that thread and reports it,
+//     until the process's CPUs leave it none.
+//   - The plan stays: the workers, their nodes and their queues. Strict
+//     work for a node with no CPU left is run by that node's workers,
+//     wherever they run now; loops keep their node blocks, so a block
+//     first touched on a node stays with that node's workers, though
+//     they may run elsewhere meanwhile. CPUs the process gains past what
+//     New saw, and GOMAXPROCS below the number of workers (the locked
+//     workers then take turns on fewer processors), are reported, not
+//     acted on. Memory placed on a node stays there; cpuset.mems is
+//     not followed. The CPU claims that spread the pools of one process
+//     (claims.go) are the ones New made.
+//
+// Explain shows the process's CPUs as last read, each re-plan (when,
+// what changed, which workers moved where), the masks the threads have
+// (read from the kernel by thread ID, as Stats' WorkerStats.Bound is) and
+// what is degraded now; Counters.Replans counts the re-plans each worker
+// took up.
+//
 // # Costs
 //
 // Orders of magnitude on a current x86 server (docs/performance.md has
@@ -170,6 +215,7 @@
 // room to spare, and if a task unlocks past that, the worker notices at
 // its next stop point (a wake-up, or every 1024 tasks), locks and binds
 // the thread it is on, gives the deserted thread the process's mask back
+// (within the process's CPUs now)
 // and counts it (Counters.Relocks). Test: TestStrayUnlockKeepsTheThread.
 //
 // # Close and Shutdown

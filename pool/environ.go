@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The environment's settings beyond the options: a NUMAPOOL_* variable
@@ -19,7 +20,30 @@ const envDisplayAffinity = "NUMAPOOL_DISPLAY_AFFINITY"
 
 // settings are the NUMAPOOL_* variables the pool reads.
 var settings = []string{envNumWorkers, envPlaces, envSteal, envTopology, envNodes,
-	envWaitPolicy, envBlockTime, envDisplayAffinity}
+	envWaitPolicy, envBlockTime, envDisplayAffinity, envMachineWatch}
+
+// envMachineWatch is the machine monitor's interval (WithMachineWatch):
+// a duration (1s, 200ms) or 0 for off.
+const envMachineWatch = "NUMAPOOL_MACHINE_WATCH"
+
+// applyWatchEnv sets the monitor's interval from NUMAPOOL_MACHINE_WATCH
+// unless WithMachineWatch set it.
+func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
+	v, ok := lookup(envMachineWatch)
+	v = strings.TrimSpace(v)
+	if c.noEnv || c.watchSet || !ok || v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return fmt.Errorf("pool: %s=%q: want a duration such as 1s or 200ms, or 0 for off", envMachineWatch, v)
+	}
+	c.watch = d
+	return nil
+}
 
 // harness are the prefixes of the variables numapool's own tests, CI
 // scripts and VM runs set, which are not settings and not mistakes.

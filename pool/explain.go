@@ -70,7 +70,10 @@ func (p *Pool) Explain() string {
 	}
 	p.degradedMu.Lock()
 	degraded := slices.Clone(p.degraded)
+	replans, nReplans := slices.Clone(p.replans), p.nReplans
 	p.degradedMu.Unlock()
+	p.explainMachine(&b, replans, nReplans)
+	degraded = append(degraded, p.degradedNow()...)
 	if len(degraded) == 0 {
 		b.WriteString("degraded: nothing\n")
 	} else {
@@ -92,7 +95,7 @@ func (p *Pool) explainLaunch(b *strings.Builder, info launch.Info) {
 	}
 	bound := make([]topology.CPUSet, len(p.workers))
 	for i, w := range p.workers {
-		bound[i] = w.bound
+		bound[i] = w.boundNow()
 	}
 	for _, w := range info.Warnings(len(p.workers), bound...) {
 		fmt.Fprintf(b, "warning: %s\n", w)
@@ -128,7 +131,11 @@ func (p *sched) noteDegraded(err error) {
 // bound it to when the two differ.
 func (w *Worker) threadText() string {
 	tid := int(w.tid.Load())
-	bound := w.bound.String()
+	set := w.placed()
+	if set.IsEmpty() {
+		set = w.bound
+	}
+	bound := set.String()
 	if bound == "" {
 		bound = "nothing"
 	}
@@ -139,8 +146,50 @@ func (w *Worker) threadText() string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("thread %d, bound to %s (its mask cannot be read: %v)", tid, bound, err)
-	case w.bound.IsEmpty() || mask.Equal(w.bound):
+	case set.IsEmpty() || mask.Equal(set):
 		return fmt.Sprintf("thread %d, mask %s", tid, mask)
 	}
 	return fmt.Sprintf("thread %d, mask %s (the pool bound it to %s)", tid, mask, bound)
+}
+
+// explainMachine says what the monitor watches and lists the re-plans.
+func (p *sched) explainMachine(b *strings.Builder, replans []string, n int) {
+	st := p.machine.Load()
+	watch := "off (WithMachineWatch(0))"
+	if p.cfg.watch > 0 {
+		watch = "every " + p.cfg.watch.String()
+	}
+	pc := st.read.pc
+	fmt.Fprintf(b, "machine: watched %s; process CPUs %s (mask %s, cgroup cpuset %s, online %s); GOMAXPROCS %d; %d re-plans\n",
+		watch, setText(st.cpus), setText(pc.Mask), setText(pc.Cgroup), setText(pc.Online), st.read.procs, n)
+	if len(replans) > 0 {
+		if n > len(replans) {
+			fmt.Fprintf(b, "re-plans (the last %d):\n", len(replans))
+		} else {
+			b.WriteString("re-plans:\n")
+		}
+		for _, r := range replans {
+			fmt.Fprintf(b, "  - %s\n", r)
+		}
+	}
+}
+
+// degradedNow lists how the pool is degraded by the machine as it is now:
+// workers off their planned CPUs, threads narrowed from outside, fewer
+// processors than workers, CPUs the pool has no worker for.
+func (p *sched) degradedNow() []string {
+	var out []string
+	st := p.machine.Load()
+	for _, w := range p.workers {
+		if n := w.place.now.Load(); n != nil && n.why != "" {
+			out = append(out, fmt.Sprintf("worker %d (node %d) on CPUs %s now: %s", w.id, w.Node(), n.cpus, n.why))
+		}
+	}
+	if st.read.procs > 0 && st.read.procs < len(p.workers) && p.cfg.binding.LocksThread() {
+		out = append(out, fmt.Sprintf("GOMAXPROCS is %d, below the %d workers: the locked workers take turns on %d processors", st.read.procs, len(p.workers), st.read.procs))
+	}
+	if extra := st.cpus.AndNot(p.startCPUs); !p.startCPUs.IsEmpty() && !extra.IsEmpty() {
+		out = append(out, fmt.Sprintf("CPUs %s came to the process after New: the pool has no worker for them (reported only)", extra))
+	}
+	return out
 }

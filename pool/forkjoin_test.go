@@ -171,7 +171,7 @@ func TestJoinAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	p := newTestPool(t, WithWorkers(1)) // nobody to steal b
+	p := newTestPool(t, WithWorkers(1), WithMachineWatch(0)) // nobody to steal b; and see newTestPool
 	defer p.Close()
 	var n atomic.Int64
 	a := func(*Worker) { n.Add(1) }
@@ -599,7 +599,7 @@ func TestForkAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	p := newTestPool(t, WithWorkers(1)) // nobody to steal fb
+	p := newTestPool(t, WithWorkers(1), WithMachineWatch(0)) // nobody to steal fb; and see newTestPool
 	defer p.Close()
 	want := fibSeq(20)
 	allocs := onWorker(t, p, func(w *Worker) float64 {

@@ -5,3 +5,5 @@ package pool
 import "time"
 
 func threadCPU() (time.Duration, bool) { return 0, false }
+
+func threadsCPU([]int) (time.Duration, bool) { return 0, false }

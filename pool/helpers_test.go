@@ -105,6 +105,10 @@ func spinFor(d time.Duration) {
 	}
 }
 
+// newTestPool makes a pool that ignores the environment. A test that
+// counts allocations with testing.AllocsPerRun makes its pool with
+// WithMachineWatch(0) (noLooks): AllocsPerRun counts the whole process's,
+// and a look of the machine monitor allocates a few small objects.
 func newTestPool(t *testing.T, opts ...Option) *Pool {
 	t.Helper()
 	p, err := newPool(append(opts, WithoutEnv()), func(string) (string, bool) { return "", false })

@@ -428,6 +428,7 @@ func (p *sched) workerEnded() {
 	if p.live.Add(-1) != 0 {
 		return
 	}
+	p.unwatch()
 	if swept := p.sweep.lastOut(); swept != nil {
 		<-swept // nobody else takes from the queues now
 		p.claim.release()

@@ -50,6 +50,9 @@ type config struct {
 	workersEnv   string        // NUMAPOOL_NUM_WORKERS, when workers came from it
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
 	blockTimeSet bool
+	watch        time.Duration         // the machine monitor's interval; 0: off (monitor.go)
+	watchSet     bool                  // watch came from WithMachineWatch
+	machine      func() machineReading // reads the process's CPUs instead of the reference thread (tests)
 }
 
 // DefaultBlockTime is how long an idle worker keeps looking for work
@@ -110,6 +113,24 @@ func (c *config) spinFor() time.Duration {
 		return c.blockTime
 	}
 	return DefaultBlockTime
+}
+
+// WithMachineWatch sets how often the pool looks at the process's CPUs
+// (its affinity mask, cgroup cpuset, online CPUs) and GOMAXPROCS, to
+// re-plan its workers when they change (see "When the machine changes"
+// in the package doc); default 1s. 0 turns the looks
+// off: the pool then keeps the plan New made, as for a perf stat run
+// that must count nothing else. The process's pools share one monitor,
+// which looks as often as the shortest interval among them asks.
+// NUMAPOOL_MACHINE_WATCH sets it from the environment.
+func WithMachineWatch(interval time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if interval < 0 {
+			return fmt.Errorf("pool: WithMachineWatch(%v): want 0 (off) or a positive interval", interval)
+		}
+		c.watch, c.watchSet = interval, true
+		return nil
+	})
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
@@ -336,7 +357,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 }
 
 func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error) {
-	c := config{binding: pin.NUMADomains, mode: steal.Hierarchical}
+	c := config{binding: pin.NUMADomains, mode: steal.Hierarchical, watch: defaultMachineWatch}
 	for _, o := range opts {
 		if o == nil {
 			return c, fmt.Errorf("pool: nil Option")
@@ -349,6 +370,9 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 		lookup = os.LookupEnv
 	}
 	if err := c.applyEnv(lookup); err != nil {
+		return c, err
+	}
+	if err := c.applyWatchEnv(lookup); err != nil {
 		return c, err
 	}
 	if !c.noEnv {

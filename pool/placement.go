@@ -5,8 +5,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/numapool/numapool/launch"
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -25,12 +28,15 @@ type domainPlan struct {
 	distRow []int         // distances to the other domains, by domain index
 }
 
-// makePlan picks the topology, the nodes and the CPU of each worker.
-func makePlan(c config) (*plan, error) {
+// makePlan picks the topology, the nodes and the CPU of each worker,
+// inside the process's CPUs now (cpus; empty: the mask it started with).
+// monitorThread says New is to start the machine monitor, whose locked
+// thread the thread limits count.
+func makePlan(c config, cpus topology.CPUSet, monitorThread bool) (*plan, error) {
 	p := &plan{}
 	t := c.topo
 	if t == nil {
-		t = topology.Discover()
+		t = topology.DiscoverWithin(cpus)
 	}
 	if c.spec != "" {
 		st, note, err := synthetic(c.spec, t)
@@ -104,7 +110,14 @@ func makePlan(c config) (*plan, error) {
 		if c.workersEnv != "" {
 			from = fmt.Sprintf("%s=%s: ", envNumWorkers, c.workersEnv)
 		}
-		if err := checkThreads(workers, from, threadBounds()); err != nil {
+		bounds := threadBounds()
+		if monitorThread {
+			for i := range bounds {
+				bounds[i].room--
+				bounds[i].what += " and the machine monitor's"
+			}
+		}
+		if err := checkThreads(workers, from, bounds); err != nil {
 			return nil, err
 		}
 	}
@@ -251,3 +264,207 @@ func nodeIDs(nodes []topology.Node) string {
 }
 
 func singleton(cpu int) topology.CPUSet { return topology.NewCPUSet(cpu) }
+
+// placement is where a worker's thread is bound now, which may differ
+// from the plan once the machine changed (monitor.go).
+type placement struct {
+	// now is the CPUs the worker is bound to and why they are not its
+	// planned ones; nil until its first thread is bound, and for a worker
+	// that locks no thread. Written under the worker's masking flag (or,
+	// the first time, by bind before the thread's ID is published).
+	now atomic.Pointer[placeNow]
+	// Under the masking flag:
+	set     topology.CPUSet // the mask the pool last set on the thread
+	outside topology.CPUSet // a mask set from outside, honoured; empty: none
+	seenAt  uint64          // the monitor's look that found outside
+	gen     uint64          // the generation last taken up (follow); owner only
+}
+
+// placeNow is a worker's placement as Stats and Explain show it.
+type placeNow struct {
+	cpus    topology.CPUSet // OS CPUs
+	why     string          // why they are not the planned ones; "" when they are
+	outside bool            // set from outside and honoured
+}
+
+// placed returns the CPUs the worker's thread is to be bound to now
+// (empty: none known).
+func (w *Worker) placed() topology.CPUSet {
+	if n := w.place.now.Load(); n != nil {
+		return n.cpus
+	}
+	return topology.CPUSet{}
+}
+
+// lockMask takes the worker's masking flag, which every change of the
+// thread's mask by the pool holds, so that the recorded mask
+// (placement.set) is the thread's unless someone else set it.
+func (w *Worker) lockMask() {
+	for !w.masking.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
+}
+
+func (w *Worker) unlockMask() { w.masking.Store(false) }
+
+// setNodeCPUs publishes the CPUs a spreading worker and its wakers choose
+// among: to, when it has several (spread.go).
+func (w *Worker) setNodeCPUs(to topology.CPUSet) {
+	if to.Len() > 1 {
+		w.nodeCPUs.Store(&to)
+	} else {
+		w.nodeCPUs.Store(nil)
+	}
+}
+
+// within returns the part of cpus the process may run on now: a mask the
+// pool sets never holds a CPU outside it. All of the process's CPUs when
+// none of cpus is left; cpus itself when the process's are unknown.
+func (p *sched) within(cpus topology.CPUSet) topology.CPUSet {
+	now := p.cpusNow()
+	switch x := cpus.And(now); {
+	case now.IsEmpty():
+		return cpus
+	case x.IsEmpty():
+		return now
+	default:
+		return x
+	}
+}
+
+// placeWithin is where worker w goes when the process has cpus: on its
+// planned CPUs that are left; if none, on the rest of its node; if its
+// node has none, on the nearest node of the pool that has some; and
+// with no node of the pool left, on any of cpus. why says which, and is
+// empty for the first.
+func (p *sched) placeWithin(w *Worker, cpus topology.CPUSet) (topology.CPUSet, string) {
+	if to := w.bound.And(cpus); !to.IsEmpty() {
+		return to, ""
+	}
+	if to := p.topo.OSCPUs(w.domain.node.CPUs).And(cpus); !to.IsEmpty() {
+		return to, fmt.Sprintf("its CPUs %s are gone: on the rest of node %d", w.bound, w.Node())
+	}
+	order := make([]*domain, 0, len(p.domains))
+	for _, g := range p.domains {
+		if g != w.domain {
+			order = append(order, g)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b *domain) int { return w.domain.dist[a.index] - w.domain.dist[b.index] })
+	for _, g := range order {
+		if to := p.topo.OSCPUs(g.node.CPUs).And(cpus); !to.IsEmpty() {
+			return to, fmt.Sprintf("node %d has none of the process's CPUs: on node %d, the nearest that has", w.Node(), g.node.ID)
+		}
+	}
+	return cpus, fmt.Sprintf("no node of the pool has a CPU of the process's: on CPUs %s", cpus)
+}
+
+// replan re-binds every bound worker inside st.cpus (placeWithin),
+// by thread ID, busy or parked; mask says the reference thread's mask
+// changed, which rewrote every thread and ends what was honoured of
+// masks set from outside. It returns what moved, for the log. Monitor
+// only.
+func (p *sched) replan(st *machineState, mask bool) string {
+	var moved []string
+	for _, w := range p.workers {
+		if w.place.now.Load() == nil {
+			continue
+		}
+		to, why := p.placeWithin(w, st.cpus)
+		w.lockMask()
+		if mask || w.place.seenAt+1 >= p.looks {
+			// taskset -a -p rewrote every thread; or the look before this
+			// one found the mask, and it may have been this change under
+			// way (a cpuset change rewrites the threads' masks too).
+			w.place.outside = topology.CPUSet{}
+		}
+		outside := false
+		if !w.place.outside.IsEmpty() {
+			if x := to.And(w.place.outside); !x.IsEmpty() {
+				to, why, outside = x, fmt.Sprintf("its thread was set to CPUs %s from outside: honoured", w.place.outside), true
+			} else {
+				w.place.outside = topology.CPUSet{} // none of its CPUs is left
+			}
+		}
+		prev := w.place.now.Load()
+		w.place.now.Store(&placeNow{cpus: to, why: why, outside: outside})
+		w.setNodeCPUs(to)
+		// Set even when to is the mask the pool set last: taskset -a -p,
+		// a cpuset change or hotplug may have rewritten it.
+		if tid := int(w.tid.Load()); tid > 0 && pin.Aim(tid, to) == nil {
+			w.place.set = to
+		}
+		w.unlockMask()
+		if !prev.cpus.Equal(to) {
+			m := fmt.Sprintf("worker %d %s -> %s", w.id, prev.cpus, to)
+			if why != "" {
+				m += " (" + why + ")"
+			}
+			moved = append(moved, m)
+		}
+	}
+	if len(moved) == 0 {
+		return "; no worker moved"
+	}
+	return "; " + strings.Join(moved, "; ")
+}
+
+// checkMasks reads each bound worker's thread mask and honours one that
+// someone else set (see monitor.go). Monitor only.
+func (p *sched) checkMasks(st *machineState) {
+	p.looks++
+	for _, w := range p.workers {
+		if w.place.now.Load() == nil || !w.masking.CompareAndSwap(false, true) {
+			continue // unbound, or the pool is setting its mask
+		}
+		note := ""
+		if tid := int(w.tid.Load()); tid > 0 && !w.place.set.IsEmpty() {
+			expect := w.place.set.And(st.cpus)
+			if expect.IsEmpty() {
+				expect = w.place.set
+			}
+			mask, err := topology.ThreadAffinity(tid)
+			if to, why := p.placeWithin(w, st.cpus); err == nil && !mask.Equal(expect) && mask.Equal(to) {
+				// Set back to where the pool would put it: nothing to honour.
+				w.place.outside, w.place.set = topology.CPUSet{}, mask
+				w.place.now.Store(&placeNow{cpus: to, why: why})
+				w.setNodeCPUs(to)
+			} else if err == nil && !mask.Equal(expect) {
+				w.place.outside, w.place.set, w.place.seenAt = mask, mask, p.looks
+				why := fmt.Sprintf("its thread %d was set to CPUs %s from outside (the pool had set %s): honoured", tid, mask, expect)
+				w.place.now.Store(&placeNow{cpus: mask, why: why, outside: true})
+				w.setNodeCPUs(mask.And(st.cpus))
+				note = fmt.Sprintf("worker %d: %s", w.id, why)
+			}
+		}
+		w.unlockMask()
+		if note != "" {
+			p.logReplan(fmt.Sprintf("%s after start: %s", time.Since(p.started).Round(time.Millisecond), note))
+		}
+	}
+}
+
+// boundNow returns the mask of the worker's thread, read from the kernel
+// by its ID; where it cannot be read, the CPUs the pool bound it to.
+// Empty for a worker that locks no thread.
+func (w *Worker) boundNow() topology.CPUSet {
+	set := w.placed()
+	if set.IsEmpty() {
+		return topology.CPUSet{}
+	}
+	if tid := int(w.tid.Load()); tid > 0 {
+		if mask, err := topology.ThreadAffinity(tid); err == nil {
+			return mask
+		}
+	}
+	return set
+}
+
+// ownsMask reports whether thread tid (0: the calling thread) has the
+// mask the pool last set on the worker's thread, as far as the process's
+// CPUs keep it: a worker and its wakers set a mask only then, and leave
+// one someone else set for the monitor to honour. Under masking.
+func (w *Worker) ownsMask(tid int) bool {
+	mask, err := topology.ThreadAffinity(tid)
+	return err == nil && mask.Equal(w.pool.within(w.place.set))
+}

@@ -99,6 +99,13 @@ type sched struct {
 	notes      []string // what a setting chose (the CPU kind), for Explain
 	degradedMu sync.Mutex
 	started    time.Time // the pool's clock starts (clock)
+	// The machine as the monitor last saw it (monitor.go), and the log of
+	// re-plans for Explain, under degradedMu.
+	machine   atomic.Pointer[machineState]
+	looks     uint64          // the monitor's looks at the pool (monitor only)
+	startCPUs topology.CPUSet // the process's CPUs New planned inside
+	replans   []string
+	nReplans  int
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -129,12 +136,18 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(cfg)
+	rd, held := firstReading(cfg) // held: the monitor runs, and stays until the last worker ends
+	pl, err := makePlan(cfg, rd.pc.Usable(), !held)
 	if err != nil {
+		if held {
+			releaseMonitor()
+		}
 		return nil, err
 	}
 	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, notes: pl.notes, claim: pl.claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
+	p.machine.Store(&machineState{read: rd, cpus: rd.pc.Usable(), at: p.started})
+	p.startCPUs = rd.pc.Usable()
 	var nodeWorkers [][]int
 	for gi, gp := range pl.domains {
 		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
@@ -155,6 +168,9 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
 		p.claim.release()
+		if held {
+			releaseMonitor()
+		}
 		return nil, err
 	}
 	p.order = weightedOrder(p.domains)
@@ -165,6 +181,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
+	p.watch(held) // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
 		go w.main(errs)
 	}

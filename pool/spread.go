@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"errors"
+
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
@@ -87,16 +89,18 @@ func (w *Worker) aim(waker *Worker) {
 	if free.IsEmpty() {
 		return
 	}
-	// aiming and the worker's tid are a Dekker pair: either the worker,
+	// masking and the worker's tid are a Dekker pair: either the worker,
 	// leaving its thread, waits for this aim, or this aim sees tid 0 and
 	// leaves the thread (whose ID may soon be another thread's) alone.
-	if !w.aiming.CompareAndSwap(false, true) {
+	// Another setting the mask: no aim this time.
+	if !w.masking.CompareAndSwap(false, true) {
 		return
 	}
-	if tid := int(w.tid.Load()); tid > 0 && pin.Aim(tid, free) == nil {
+	if tid := int(w.tid.Load()); tid > 0 && w.ownsMask(tid) && pin.Aim(tid, free) == nil {
+		w.place.set = free
 		w.aimed.Store(true)
 	}
-	w.aiming.Store(false)
+	w.unlockMask()
 }
 
 // spread reads w's CPU, widens an aimed worker's mask again and moves w
@@ -108,7 +112,7 @@ func (w *Worker) spread() {
 		return
 	}
 	if w.aimed.Swap(false) {
-		_ = w.thread.Set(cpus) // stays on the CPU it was woken on
+		w.setMask(cpus) // stays on the CPU it was woken on
 	}
 	cpu, _, err := pin.CurrentCPU()
 	if err != nil {
@@ -131,10 +135,34 @@ func (w *Worker) spread() {
 	}
 	var to topology.CPUSet
 	to.Add(free.First())
-	if w.thread.Set(to) != nil {
+	w.lockMask()
+	err = errNotOwned
+	if w.ownsMask(0) {
+		err = w.thread.Set(to)
+	}
+	if err == nil {
+		w.place.set = to
+		if w.thread.Set(cpus) == nil { // stays where it was moved to
+			w.place.set = cpus
+		}
+	}
+	w.unlockMask()
+	if err != nil {
 		return
 	}
-	_ = w.thread.Set(cpus) // stays where it was moved to
 	w.onCPU.Store(int32(to.First()))
 	w.c.Spreads++
 }
+
+// setMask sets the worker's thread mask to cpus and records it. Owner
+// only.
+func (w *Worker) setMask(cpus topology.CPUSet) {
+	w.lockMask()
+	if w.ownsMask(0) && w.thread.Set(cpus) == nil {
+		w.place.set = cpus
+	}
+	w.unlockMask()
+}
+
+// errNotOwned: the thread's mask is not the one the pool set (ownsMask).
+var errNotOwned = errors.New("pool: the thread's mask was set from outside")

@@ -64,19 +64,15 @@ func TestSpreadSeparatesWorkers(t *testing.T) {
 	var mask topology.CPUSet
 	onBoth(t, p, func(w *Worker) {
 		if w.id == 0 {
-			if err := w.thread.Set(one); err != nil {
-				t.Error(err)
-			}
-			w.spread() // reports c0; nobody of lower ID to give way to
+			w.setMask(one) // as if the kernel had put it there
+			w.spread()     // reports c0; nobody of lower ID to give way to
 			w0Ready.Done()
 			w1Done.Wait() // stays awake on c0 meanwhile
 			return
 		}
 		defer w1Done.Done()
 		w0Ready.Wait()
-		if err := w.thread.Set(one); err != nil {
-			t.Error(err)
-		}
+		w.setMask(one)
 		before := w.c.Spreads
 		from = c0
 		w.spread()
@@ -85,7 +81,7 @@ func TestSpreadSeparatesWorkers(t *testing.T) {
 		mask, _ = topology.ThreadAffinity(0)
 		moved = 1
 	})
-	onBoth(t, p, func(w *Worker) { _ = w.thread.Set(cpus) })
+	onBoth(t, p, func(w *Worker) { w.setMask(cpus) })
 	if moved != 1 || spreads != 1 || to == from || !cpus.Has(to) || !mask.Equal(cpus) {
 		t.Errorf("worker 1 on CPU %d with worker 0: %d spreads, now on CPU %d with mask %s; want one move to another CPU of %s, mask %s",
 			from, spreads, to, mask, cpus, cpus)

@@ -35,15 +35,16 @@ type Counters struct {
 	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
 	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (thread.go)
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
+	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (monitor.go)
 }
 
-const nCounters = 20
+const nCounters = 21
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
 		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode,
 		&c.InjectPullsCrossNode, &c.TasksPulledCrossNode, &c.ChunksCrossNode, &c.CrossNodeSentHome,
-		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks}
+		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks, &c.Replans}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.
@@ -145,7 +146,7 @@ type WorkerStats struct {
 	Worker int    `json:"worker"`
 	Node   int    `json:"node"`
 	CPU    int    `json:"cpu"`
-	Bound  string `json:"bound_cpus"`     // OS CPUs the thread is bound to; "" when unbound
+	Bound  string `json:"bound_cpus"`     // OS CPUs the thread is bound to, read from the kernel by thread ID; "" when unbound
 	Kind   string `json:"kind,omitempty"` // the CPU's kind (Worker.Kind); "" where CPUs are all alike
 	Counters
 }
@@ -202,7 +203,7 @@ func (p *Pool) Stats() Stats {
 		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
 		for _, w := range g.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.bound.String(), Kind: kindName(p.topo, w.cpu), Counters: c}
+			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.boundNow().String(), Kind: kindName(p.topo, w.cpu), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 			w.pubLat.wait.addTo(&ns.QueueWait)

@@ -406,7 +406,7 @@ func TestSpawnWithAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	p := newTestPool(t, WithWorkers(1))
+	p := newTestPool(t, WithWorkers(1), WithMachineWatch(0)) // see newTestPool
 	defer p.Close()
 	done := make(chan struct{})
 	var hop func(w *Worker, left int)

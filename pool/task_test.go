@@ -16,7 +16,7 @@ import (
 // four workers in two nodes make records run on other workers than the
 // one that made them, and fill and drain the stash.
 func TestSpawnReusesRecords(t *testing.T) {
-	p := newTestPool(t, WithSpec("2x2"))
+	p := newTestPool(t, WithSpec("2x2"), WithMachineWatch(0)) // see newTestPool
 	defer p.Close()
 	const fan = 3 * maxStash * freeBatch / 4 // more than the workers' own lists hold
 	counts := make([]atomic.Int32, fan)

@@ -42,7 +42,11 @@ func (w *Worker) bind() error {
 	if !w.pool.cfg.binding.LocksThread() { // a plain goroutine: nothing to place
 		return nil
 	}
-	cpus, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
+	planned, err := pin.Place(w.pool.topo, w.pool.cfg.binding, w.cpu)
+	cpus := w.placed() // where a re-plan put the worker (monitor.go)
+	if cpus.IsEmpty() {
+		cpus = w.pool.within(planned)
+	}
 	var th *pin.Thread
 	if err == nil {
 		th, err = pin.Lock(cpus)
@@ -50,14 +54,18 @@ func (w *Worker) bind() error {
 	if err != nil {
 		err = fmt.Errorf("worker %d (node %d, CPU %d) runs unbound: %w", w.id, w.Node(), w.cpu, err)
 		th, _ = pin.Lock(topology.CPUSet{}) // locked, not bound
-		cpus = topology.CPUSet{}
+		planned, cpus = topology.CPUSet{}, topology.CPUSet{}
 	}
 	for range lockSlack {
 		runtime.LockOSThread()
 	}
 	w.thread = th
-	if !cpus.Equal(w.bound) {
-		w.bound = cpus
+	if !planned.Equal(w.bound) {
+		w.bound = planned
+	}
+	w.place.set = cpus // before tid, after which the monitor reads it
+	if !cpus.IsEmpty() {
+		w.place.now.CompareAndSwap(nil, &placeNow{cpus: cpus})
 	}
 	w.tid.Store(int32(threadID())) // locked now: the thread it keeps
 	if cpus.Len() > 1 && w.tid.Load() > 0 {
@@ -74,7 +82,7 @@ func (w *Worker) end() {
 	w.owner.ended.Store(true)
 	w.releaseThread()
 	if w.thread != nil {
-		_ = w.thread.RestoreMask()
+		_ = w.thread.Set(w.restoreMask())
 	}
 	// Return still locked, if locked: the runtime ends this thread with
 	// the goroutine.
@@ -82,12 +90,28 @@ func (w *Worker) end() {
 
 // releaseThread makes the worker's thread ID unknown to wakers and waits
 // for an aim in progress (aim): the thread may end after this, and its ID
-// be given to another thread. tid and aiming are a Dekker pair with aim's.
+// be given to another thread. tid and masking are a Dekker pair with
+// aim's and the monitor's.
 func (w *Worker) releaseThread() {
 	w.tid.Store(0)
-	for w.aiming.Load() {
+	for w.masking.Load() {
 		runtime.Gosched()
 	}
+}
+
+// restoreMask is the mask a thread the worker leaves gets back: the one
+// it had before the worker locked it, inside the process's CPUs now and
+// inside a mask set from outside that the pool honours, so that it is
+// never wider than what the process, or the one who narrowed the
+// thread, allows.
+func (w *Worker) restoreMask() topology.CPUSet {
+	m := w.pool.within(w.thread.Original())
+	w.lockMask()
+	if x := m.And(w.place.outside); !x.IsEmpty() {
+		m = x
+	}
+	w.unlockMask()
+	return m
 }
 
 // keepThread checks, at a stop point, that the worker still runs on its
@@ -98,8 +122,9 @@ func (w *Worker) keepThread() {
 	if w.thread == nil || tid == 0 || threadID() == tid {
 		return
 	}
+	back := w.restoreMask()
 	w.releaseThread()
-	_ = pin.Aim(tid, w.thread.Original()) // the deserted thread runs other goroutines now
+	_ = pin.Aim(tid, back) // the deserted thread runs other goroutines now
 	if err := w.bind(); err != nil {
 		w.pool.noteDegraded(err)
 	}
@@ -120,19 +145,25 @@ func (w *Worker) replace() {
 	w.publish()
 	w.pool.byG.move(w, w.owner.g.Swap(0), 0)
 	tid := int(w.tid.Load())
+	var back topology.CPUSet
+	if w.thread != nil {
+		back = w.restoreMask()
+	}
 	w.releaseThread()
 	if w.thread != nil && tid != 0 && threadID() != tid {
 		// A task unlocked the goroutine past the slack: its thread is
 		// not ending with it, and runs other goroutines from now on.
-		_ = pin.Aim(tid, w.thread.Original())
+		_ = pin.Aim(tid, back)
 	}
 	go w.main(nil)
 	// This goroutine ends now; locked, it takes its thread with it.
 }
 
 // settle is what a worker does at its stop points, after a wake-up and
-// every spreadEvery tasks: it checks its thread, then its CPU (spread).
+// every spreadEvery tasks: it checks its thread, takes up a re-plan
+// (follow), then checks its CPU (spread).
 func (w *Worker) settle() {
 	w.keepThread()
+	w.follow()
 	w.spread()
 }

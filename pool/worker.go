@@ -57,7 +57,7 @@ type Worker struct {
 	nodeCPUs atomic.Pointer[topology.CPUSet]
 	onCPU    atomic.Int32
 	aimed    atomic.Bool
-	aiming   atomic.Bool // a waker is setting the thread's mask (aim)
+	masking  atomic.Bool // the pool is setting the thread's mask (placement.go)
 	leaving  atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
 	pub      published   // the counters for Stats, padded on both sides
 
@@ -93,7 +93,8 @@ type Worker struct {
 	keepTimer   *time.Timer     // wakes the parked worker when a keep-off ends
 	c           Counters        // written by the owner only; published to pub
 	cross       crossSteal      // the last steal from another node, until its first task's fate counts it
-	bound       topology.CPUSet // the OS CPUs the thread is bound to
+	bound       topology.CPUSet // the OS CPUs the plan binds the thread to
+	place       placement       // where the thread is bound now (placement.go)
 	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
 	tid         atomic.Int32    // the worker's OS thread (0 where unknown, with no thread of its own, or between two)
 	owner       ownerID

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # numa-vm-suite.sh: numa_test on several NUMA layouts, each in its own qemu
 # VM (scripts/numa-vm.sh): 2 nodes x 2 CPUs; 4 nodes x 1 CPU; 2 nodes x 1
-# CPU plus a memory-only node with an asymmetric distance matrix.
+# CPU plus a memory-only node with an asymmetric distance matrix. Root in
+# the VM, numa_test also takes a CPU offline and back under a running pool
+# (TestCPUOfflineAndBack, cores binding) on each layout.
 # Prints the wall time of each layout; exits non-zero if any fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -16,7 +16,11 @@ import (
 // it returns the portable fallback, one node of runtime.NumCPU CPUs, with
 // the reason in Degraded. It never fails.
 func Discover() *Topology {
-	t, err := discoverOS()
+	return discover(getAffinity())
+}
+
+func discover(aff CPUSet, affErr error) *Topology {
+	t, err := discoverOS(aff, affErr)
 	if err != nil {
 		t = Fallback(err.Error())
 	}

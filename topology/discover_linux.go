@@ -40,13 +40,14 @@ func ThreadAffinity(tid int) (CPUSet, error) {
 	return CPUSet{}, fmt.Errorf("sched_getaffinity: the kernel's CPU mask holds more than %d CPUs", MaxCPU)
 }
 
-func discoverOS() (*Topology, error) {
+// discoverOS reads this machine's topology, narrowed to the affinity
+// mask aff (affErr: why it is unknown).
+func discoverOS(aff CPUSet, affErr error) (*Topology, error) {
 	var uts unix.Utsname
 	arch := ""
 	if unix.Uname(&uts) == nil {
 		arch = unix.ByteSliceToString(uts.Machine[:])
 	}
-	aff, affErr := getAffinity()
 	t, err := fromFS(os.DirFS("/"), arch, affErr != nil, false)
 	if err != nil {
 		return nil, err

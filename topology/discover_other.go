@@ -7,7 +7,7 @@ import (
 	"runtime"
 )
 
-func discoverOS() (*Topology, error) {
+func discoverOS(CPUSet, error) (*Topology, error) {
 	return nil, errors.New("NUMA discovery is implemented for Linux only, not " + runtime.GOOS)
 }
 

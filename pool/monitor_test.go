@@ -1,0 +1,315 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/numapool/numapool/topology"
+)
+
+// fakeMachine is a machine for tests: the process's CPUs and GOMAXPROCS
+// as the test sets them, in place of what the reference thread reads.
+type fakeMachine struct {
+	mu sync.Mutex
+	r  machineReading
+}
+
+func newFakeMachine(cpus topology.CPUSet, procs int) *fakeMachine {
+	f := &fakeMachine{}
+	f.set(cpus, procs)
+	return f
+}
+
+// set makes cpus the process's CPUs: its mask, and the online CPUs.
+func (f *fakeMachine) set(cpus topology.CPUSet, procs int) {
+	f.mu.Lock()
+	f.r = machineReading{pc: topology.ProcessCPUs{Mask: cpus, Online: cpus}, procs: procs}
+	f.mu.Unlock()
+}
+
+// offline takes cpus offline, as hotplug does: the mask stays.
+func (f *fakeMachine) offline(cpus topology.CPUSet) {
+	f.mu.Lock()
+	f.r.pc.Online = f.r.pc.Online.AndNot(cpus)
+	f.mu.Unlock()
+}
+
+func (f *fakeMachine) read() machineReading {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.r
+}
+
+// withMachine has the pool read f every interval.
+func withMachine(f *fakeMachine, interval time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		c.machine, c.watch, c.watchSet = f.read, interval, true
+		return nil
+	})
+}
+
+// twoCPUs returns two CPUs of this process's mask, or skips.
+func twoCPUs(t *testing.T) (all topology.CPUSet, a, b int) {
+	t.Helper()
+	all, err := topology.ThreadAffinity(os.Getpid())
+	if err != nil {
+		t.Skipf("sched_getaffinity: %v", err)
+	}
+	if all.Len() < 2 {
+		t.Skipf("the process may use %d CPU (%s); these tests narrow it to one of two", all.Len(), all)
+	}
+	l := all.List()
+	return all, l[0], l[1]
+}
+
+// workerMasks reads each worker's thread mask by its thread ID; a worker
+// between two threads reads as empty.
+func workerMasks(p *Pool) []topology.CPUSet {
+	out := make([]topology.CPUSet, len(p.workers))
+	for i, w := range p.workers {
+		if tid := int(w.tid.Load()); tid > 0 {
+			out[i], _ = topology.ThreadAffinity(tid)
+		}
+	}
+	return out
+}
+
+// stream keeps submitting counted tasks until stopped; every task must
+// run exactly once.
+type stream struct {
+	l    *ledger
+	stop atomic.Bool
+	done sync.WaitGroup
+}
+
+func startStream(t *testing.T, p *Pool, n int) *stream {
+	s := &stream{l: newLedger(n)}
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		for !s.stop.Load() {
+			i := s.l.id()
+			if i < 0 {
+				return
+			}
+			s.l.accepted[i].Store(true)
+			if err := p.Submit(context.Background(), func(*Worker) { spinFor(20 * time.Microsecond); s.l.ran(i) }); err != nil {
+				s.l.accepted[i].Store(false)
+				t.Errorf("Submit: %v", err)
+				return
+			}
+			if i%64 == 0 {
+				time.Sleep(200 * time.Microsecond) // let workers park and be woken
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops the stream, closes p and checks every task ran once.
+func (s *stream) finish(t *testing.T, p *Pool) {
+	t.Helper()
+	s.stop.Store(true)
+	s.done.Wait()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	acc, ran, notRun, stray := s.l.tally()
+	if notRun != 0 || stray != 0 || s.l.dbl.Load() != 0 || acc != ran {
+		t.Errorf("tasks: %d accepted, %d ran, %d never ran, %d ran unaccepted, %d ran twice", acc, ran, notRun, stray, s.l.dbl.Load())
+	}
+	t.Logf("%d tasks, each ran once", ran)
+}
+
+// holdsInside checks, for d, that no worker's mask has a CPU outside
+// cpus; it returns the first violation.
+func holdsInside(p *Pool, cpus topology.CPUSet, d time.Duration) string {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for i, m := range workerMasks(p) {
+			if !m.IsEmpty() && !m.AndNot(cpus).IsEmpty() {
+				return fmt.Sprintf("worker %d's thread mask is %s", i, m)
+			}
+		}
+	}
+	return ""
+}
+
+// masksAre waits up to d for every worker's mask to be want[i].
+func masksAre(p *Pool, want []topology.CPUSet, d time.Duration) bool {
+	return eventually(d, func() bool {
+		for i, m := range workerMasks(p) {
+			if !m.Equal(want[i]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// fakeWatch is the monitor's interval with a fake machine.
+const fakeWatch = 20 * time.Millisecond
+
+// TestReplanMovesWorkersInsideTheProcessCPUs takes the CPUs of synthetic
+// node 1 away from the process (its mask, then the online CPUs) and gives
+// them back, under a counted stream: worker 1 moves to node 0, the
+// nearest with CPUs, says so, and goes back; every task runs once.
+func TestReplanMovesWorkersInsideTheProcessCPUs(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	for _, how := range []string{"mask", "offline"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFakeMachine(all, 2)
+			p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
+			w0, w1 := p.workers[0], p.workers[1]
+			if !w0.bound.Equal(topology.NewCPUSet(a)) || !w1.bound.Equal(topology.NewCPUSet(b)) {
+				_ = p.Close()
+				t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.bound, w1.bound, a, b)
+			}
+			s := startStream(t, p, 1<<20)
+			left := topology.NewCPUSet(a)
+			if how == "mask" {
+				f.set(left, 2)
+			} else {
+				f.offline(topology.NewCPUSet(b))
+			}
+			want := []topology.CPUSet{left, left}
+			if !masksAre(p, want, hangBound) {
+				t.Fatalf("node 1's CPU gone: worker masks %v, want %v", workerMasks(p), want)
+			}
+			explain := p.Explain()
+			for _, say := range []string{"re-plans:", "worker 1 " + w1.bound.String() + " -> " + left.String(), "node 1 has none of the process's CPUs: on node 0"} {
+				if !strings.Contains(explain, say) {
+					t.Errorf("Explain does not say %q:\n%s", say, explain)
+				}
+			}
+			if got := p.Stats().Workers[1].Bound; got != left.String() {
+				t.Errorf("Stats: worker 1 bound to %q, want %q", got, left)
+			}
+			f.set(all, 2)
+			want = []topology.CPUSet{w0.bound, w1.bound}
+			if !masksAre(p, want, hangBound) {
+				t.Errorf("node 1's CPU back: worker masks %v, want %v", workerMasks(p), want)
+			}
+			if e := p.Explain(); !eventually(hangBound, func() bool { return !strings.Contains(p.Explain(), "worker 1 (node 1) on CPUs") }) {
+				t.Errorf("Explain still reports worker 1 off its node:\n%s", e)
+			}
+			s.finish(t, p)
+			if got := p.Stats().Total.Replans; got == 0 {
+				t.Errorf("Counters.Replans: 0 after two re-plans")
+			}
+		})
+	}
+}
+
+// TestExplainReportsFewerProcessorsThanWorkers: GOMAXPROCS below the
+// worker count is a degradation Explain reports while it lasts.
+func TestExplainReportsFewerProcessorsThanWorkers(t *testing.T) {
+	all, _, _ := twoCPUs(t)
+	f := newFakeMachine(all, 2)
+	p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
+	defer p.Close()
+	f.set(all, 1)
+	say := "GOMAXPROCS is 1, below the 2 workers"
+	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), say) }) {
+		t.Errorf("Explain does not say %q:\n%s", say, p.Explain())
+	}
+	f.set(all, 2)
+	if !eventually(hangBound, func() bool { return !strings.Contains(p.Explain(), say) }) {
+		t.Errorf("Explain still says %q with GOMAXPROCS 2:\n%s", say, p.Explain())
+	}
+}
+
+// TestExplainReportsCPUsThatCameAfterNew: a pool made while the process
+// had one CPU keeps its plan when a second comes, and says so.
+func TestExplainReportsCPUsThatCameAfterNew(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	f := newFakeMachine(topology.NewCPUSet(a), 2)
+	p := newTestPool(t, withMachine(f, fakeWatch))
+	defer p.Close()
+	f.set(all, 2)
+	say := fmt.Sprintf("CPUs %d came to the process after New", b)
+	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), say) }) {
+		t.Errorf("Explain does not say %q:\n%s", say, p.Explain())
+	}
+}
+
+// TestMonitorRunsWhilePoolsLive: the monitor's goroutine starts with the
+// first pool and ends with the last; a watch of 0 makes no look.
+func TestMonitorRunsWhilePoolsLive(t *testing.T) {
+	running := func() bool {
+		monitor.Lock()
+		defer monitor.Unlock()
+		return monitor.run != nil
+	}
+	if !eventually(hangBound, func() bool { return !running() }) {
+		t.Skip("a pool of another test still runs")
+	}
+	off := newFakeMachine(topology.CPUSet{}, 2)
+	p := newTestPool(t, withMachine(off, 0))
+	q := newTestPool(t, WithMachineWatch(time.Hour))
+	if !running() {
+		t.Error("no monitor while two pools live")
+	}
+	_ = p.Close()
+	if !running() {
+		t.Error("no monitor while a pool lives")
+	}
+	_ = q.Close()
+	if running() {
+		t.Error("the monitor runs on after the last pool ended")
+	}
+	monitor.Lock()
+	if len(monitor.pools) != 0 {
+		t.Errorf("the monitor still watches %d pools", len(monitor.pools))
+	}
+	monitor.Unlock()
+}
+
+func TestMachineWatchSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		opts []Option
+		want time.Duration
+		err  string
+	}{
+		{"", nil, time.Second, ""},
+		{"200ms", nil, 200 * time.Millisecond, ""},
+		{"0", nil, 0, ""},
+		{"200ms", []Option{WithMachineWatch(0)}, 0, ""},
+		{"soon", nil, 0, `NUMAPOOL_MACHINE_WATCH="soon": want a duration`},
+		{"-1s", nil, 0, `NUMAPOOL_MACHINE_WATCH="-1s"`},
+		{"", []Option{WithMachineWatch(-time.Second)}, 0, "WithMachineWatch(-1s)"},
+	} {
+		c, err := newConfig(tc.opts, env(map[string]string{envMachineWatch: tc.env}))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q %d options: error %v, want one saying %q", tc.env, len(tc.opts), err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.env, err)
+		case tc.err == "" && c.watch != tc.want:
+			t.Errorf("%q %d options: interval %v, want %v", tc.env, len(tc.opts), c.watch, tc.want)
+		}
+	}
+}
+
+// BenchmarkMachineLook is what one look costs the monitor's thread: the
+// reading (a mask, the cgroup cpuset and online CPUs, GOMAXPROCS) and a
+// pool's check of its workers' masks.
+func BenchmarkMachineLook(b *testing.B) {
+	p, err := newPool([]Option{WithWorkers(2), WithMachineWatch(0), WithoutEnv()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	r := newMachineReader()
+	defer r.files.close()
+	b.ResetTimer()
+	for range b.N {
+		p.observe(r.read(), time.Now())
+	}
+}
