@@ -168,7 +168,7 @@
 //
 // Metrics: Stats has counters per worker, per node and in total, and per
 // node the histograms QueueWait (submission to start) and RunTime of about
-// one task in 64, sampled so that other tasks read no clock; poolvar
+// one task in 256, sampled so that other tasks read no clock; poolvar
 // publishes Stats through expvar. docs/observing.md explains each figure
 // and how to split a profile; examples/metrics exports Stats to Prometheus
 // and OpenTelemetry.

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"math/bits"
-	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -15,17 +14,17 @@ import (
 // record with its submit time (task.at), and the worker that starts it
 // reads the clock when it starts and when it returns. From a task the
 // sample is every sampleEvery-th task the worker makes; from outside the
-// pool a random one in sampleEvery (a per-thread generator, no shared
-// counter to contend on).
+// pool every sampleEvery-th task a node's shard takes, counted under the
+// shard's lock, which the submission holds anyway.
 //
 // Each worker counts its samples in plain fields and publishes them with
 // its counters (publish) when they changed; Stats sums them per node.
 const (
-	sampleEvery = 64
+	sampleEvery = 256
 	// histBuckets is the number of buckets: the first holds durations
 	// under histFirst, each next one twice the span of the last, the last
 	// one everything from histFirst<<(histBuckets-2) (about 17 s) up.
-	histBuckets = 28
+	histBuckets = 28  // at most 32: durations.dirty has a bit per bucket
 	histFirst   = 256 // ns
 )
 
@@ -60,14 +59,21 @@ func bucketOf(ns int64) int {
 	return min(bits.Len64(uint64(ns)/histFirst), histBuckets-1)
 }
 
-// durations is one histogram as a worker counts it (owner only).
+// durations is one histogram as a worker counts it (owner only). dirty
+// has a bit for each bucket counted in since the last publish, so that a
+// publish stores only those: a sample is about one task in sampleEvery,
+// and copying every bucket at every publish would cost each task more
+// than the sampling saves.
 type durations struct {
 	counts [histBuckets]uint64
 	sum    uint64 // ns
+	dirty  uint32
 }
 
 func (d *durations) add(ns int64) {
-	d.counts[bucketOf(ns)]++
+	b := bucketOf(ns)
+	d.counts[b]++
+	d.dirty |= 1 << b
 	d.sum += uint64(max(ns, 0))
 }
 
@@ -99,9 +105,11 @@ func (w *Worker) publishLatencies() {
 		from *durations
 		to   *publishedDurations
 	}{{&w.lat.wait, &w.pubLat.wait}, {&w.lat.run, &w.pubLat.run}} {
-		for i, n := range pair.from.counts {
-			pair.to.counts[i].Store(n)
+		for m := pair.from.dirty; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros32(m)
+			pair.to.counts[i].Store(pair.from.counts[i])
 		}
+		pair.from.dirty = 0
 		pair.to.sum.Store(pair.from.sum)
 	}
 }
@@ -124,9 +132,17 @@ func (d *publishedDurations) addTo(h *Histogram) {
 // which means not sampled.
 func (p *sched) stamp() int64 { return max(p.clock(time.Now()), 1) }
 
-// sampledOutside reports whether a submission from outside the pool is
-// to be sampled.
-func sampledOutside() bool { return rand.Uint32()%sampleEvery == 0 }
+// stamped is it, queued from outside the pool as every sampleEvery-th
+// task of its shard (queue.InjectShard.SampleEvery), as a record with its
+// submit time.
+func (p *sched) stamped(it item) item {
+	if it.t == nil {
+		it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
+		it.fn = nil
+	}
+	it.t.at = p.stamp()
+	return it
+}
 
 // sample stamps t, made by the task running on w, if it is the worker's
 // sampleEvery-th.

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"reflect"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -73,6 +74,12 @@ type labelCache struct {
 	sets map[string]*labelSet
 }
 
+// The dynamic types of context.Background and context.TODO.
+var (
+	backgroundType = reflect.TypeOf(context.Background())
+	todoType       = reflect.TypeOf(context.TODO())
+)
+
 type ctxLabels struct {
 	ctx context.Context
 	set *labelSet
@@ -81,7 +88,19 @@ type ctxLabels struct {
 // labelsOf returns the label set of ctx for tasks of the pool, or nil if
 // it has no pprof labels.
 func (p *sched) labelsOf(ctx context.Context) *labelSet {
-	if ctx == nil || ctx == context.Background() || ctx == context.TODO() {
+	// Most submissions pass context.Background, which holds no labels: its
+	// dynamic type says so at the cost of a load and a comparison (an
+	// interface comparison with Background would call the runtime, and a
+	// Value lookup is an indirect call).
+	if ctx == nil {
+		return nil
+	}
+	if t := reflect.TypeOf(ctx); t == backgroundType || t == todoType {
+		return nil
+	}
+	labelled := false
+	pprof.ForLabels(ctx, func(string, string) bool { labelled = true; return false })
+	if !labelled {
 		return nil
 	}
 	if l := p.labels.last.Load(); l != nil && l.ctx == ctx {

@@ -151,6 +151,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	var nodeWorkers [][]int
 	for gi, gp := range pl.domains {
 		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
+		g.inject.SampleEvery(sampleEvery, p.stamped)
+		g.pinned.SampleEvery(sampleEvery, p.stamped)
 		if cfg.shardBound > 0 {
 			g.places = make(chan struct{}, cfg.shardBound)
 		}

@@ -160,7 +160,7 @@ type NodeStats struct {
 	// QueueWait is how long tasks that started on the node's workers
 	// waited from submission to start, and RunTime how long they ran (a
 	// task that waits inside for other work, as Group.Wait, includes the
-	// tasks it ran meanwhile): for about one task in 64, sampled so that
+	// tasks it ran meanwhile): for about one task in 256, sampled so that
 	// the other tasks read no clock (histogram.go).
 	QueueWait Histogram `json:"queue_wait"`
 	RunTime   Histogram `json:"run_time"`

@@ -189,13 +189,6 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 // holds a place is queued as its record, which carries the place, and so
 // is one sampled for the histograms, which carries its submit time.
 func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
-	if sampledOutside() {
-		if it.t == nil {
-			it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
-			it.fn = nil
-		}
-		it.t.at = p.stamp()
-	}
 	if g.places != nil && !(wait && p.workerOf() != nil) {
 		select {
 		case g.places <- struct{}{}:

@@ -55,6 +55,8 @@ type InjectShard[T any] struct {
 	more        sync.Pool // emptied segments beyond maxSpares: *segment[T]
 	closed      bool
 	pushed      uint64 // tasks taken by Push
+	every       uint64 // SampleEvery: mark every every-th task Push takes; 0: none
+	mark        func(T) T
 }
 
 // NewInjectShard returns an empty shard.
@@ -76,10 +78,22 @@ func (s *InjectShard[T]) Push(t T) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.every != 0 && s.pushed%s.every == 0 {
+		t = s.mark(t)
+	}
 	s.append(t)
 	s.n.Add(1)
 	s.pushed++
 	return nil
+}
+
+// SampleEvery makes Push store mark(t) instead of t for every n-th task
+// it takes (the first included), counted under the shard's lock, which
+// Push holds anyway: a sample of the tasks from outside that costs the
+// others no shared counter and no random number. mark runs under the
+// lock, so it must be short. Call it before the shard is shared.
+func (s *InjectShard[T]) SampleEvery(n uint64, mark func(T) T) {
+	s.every, s.mark = n, mark
 }
 
 // Pushed returns how many tasks Push has taken:

@@ -3,6 +3,7 @@ package queue
 import (
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -138,5 +139,43 @@ func TestInjectShardReusesSegments(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(200, cycle); allocs != 0 {
 		t.Fatalf("%.1f allocations per fill-and-drain cycle, want 0", allocs)
+	}
+}
+
+// SampleEvery marks the first task Push takes and every n-th after it,
+// also when pushes come from several goroutines at once; Requeue marks
+// nothing, and a refused Push after Close is not counted.
+func TestInjectShardSampleEvery(t *testing.T) {
+	s := NewInjectShard[int]()
+	s.SampleEvery(4, func(v int) int { return -v })
+	const pushers, each = 4, 1000
+	var wg sync.WaitGroup
+	for g := range pushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := s.Push(1 + g*each + i); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.Requeue(7, 8, 9, 10, 11)
+	marked, plain := 0, 0
+	for v, ok := s.Pop(); ok; v, ok = s.Pop() {
+		if v < 0 {
+			marked++
+		} else {
+			plain++
+		}
+	}
+	if want := pushers * each / 4; marked != want || plain != pushers*each-want+5 {
+		t.Errorf("%d marked, %d not; want %d marked of %d pushed, and the 5 requeued not", marked, plain, want, pushers*each)
+	}
+	s.Close()
+	if err := s.Push(1); err == nil {
+		t.Error("Push after Close took a task")
 	}
 }
