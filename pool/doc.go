@@ -115,7 +115,10 @@
 //     the process's CPUs as last read.
 //   - A mask someone else set on one worker's thread (taskset -p TID) is
 //     honoured: the pool sets no other on that thread and reports it,
-//     until the process's CPUs leave it none.
+//     until the process's CPUs leave it none. A thread's mask widened to
+//     every CPU of the process is not: that is what the kernel does to a
+//     thread whose CPUs all went offline, also when they came back before
+//     the pool looked, and the worker is bound again.
 //   - The plan stays: the workers, their nodes and their queues. Strict
 //     work for a node with no CPU left is run by that node's workers,
 //     wherever they run now; loops keep their node blocks, so a block

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -312,4 +313,36 @@ func BenchmarkMachineLook(b *testing.B) {
 	for range b.N {
 		p.observe(r.read(), time.Now())
 	}
+}
+
+// When every CPU of a thread goes offline the kernel widens its mask to
+// all of the process's CPUs, and leaves it so when they come back. A
+// look that missed the offline (it lasted less than the interval) then
+// finds worker 1's thread on every CPU: that is no one's narrowing to
+// honour, and the worker is bound to its CPU again.
+func TestKernelWideningIsNotHonoured(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	f := newFakeMachine(all, 2)
+	p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
+	defer p.Close()
+	w0, w1 := p.workers[0], p.workers[1]
+	if !w0.bound.Equal(topology.NewCPUSet(a)) || !w1.bound.Equal(topology.NewCPUSet(b)) {
+		t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.bound, w1.bound, a, b)
+	}
+	s := startStream(t, p, 1<<20)
+	var tid int
+	if !eventually(hangBound, func() bool { tid = int(w1.tid.Load()); return tid > 0 }) {
+		t.Fatal("worker 1 has no thread")
+	}
+	if err := pin.Aim(tid, all); err != nil { // as the kernel does
+		t.Fatal(err)
+	}
+	want := []topology.CPUSet{w0.bound, w1.bound}
+	if !masksAre(p, want, hangBound) {
+		t.Errorf("worker 1 widened to %s by the kernel: masks %v, want %v", all, workerMasks(p), want)
+	}
+	if e := p.Explain(); strings.Contains(e, "from outside") {
+		t.Errorf("Explain honours the kernel's widening as a mask set from outside:\n%s", e)
+	}
+	s.finish(t, p)
 }

@@ -424,7 +424,18 @@ func (p *sched) checkMasks(st *machineState) {
 				expect = w.place.set
 			}
 			mask, err := topology.ThreadAffinity(tid)
-			if to, why := p.placeWithin(w, st.cpus); err == nil && !mask.Equal(expect) && mask.Equal(to) {
+			to, why := p.placeWithin(w, st.cpus)
+			if err == nil && !mask.Equal(expect) && !mask.Equal(to) && expect.IsSubsetOf(mask) && mask.Equal(st.cpus) {
+				// Widened to every CPU of the process: what the kernel
+				// does to a thread whose CPUs all went offline, even if
+				// they were back before this look saw them go. Nobody
+				// narrowed it: bind it where the pool would.
+				if pin.Aim(tid, to) == nil {
+					w.place.outside, w.place.set = topology.CPUSet{}, to
+					w.place.now.Store(&placeNow{cpus: to, why: why})
+					w.setNodeCPUs(to)
+				}
+			} else if err == nil && !mask.Equal(expect) && mask.Equal(to) {
 				// Set back to where the pool would put it: nothing to honour.
 				w.place.outside, w.place.set = topology.CPUSet{}, mask
 				w.place.now.Store(&placeNow{cpus: to, why: why})
