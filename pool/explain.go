@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -82,7 +83,13 @@ func (p *Pool) Explain() string {
 			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
-	p.explainLaunch(&b, launch.Detect())
+	// The launcher's view of the process's CPUs as the pool read them last
+	// (New, or the monitor's latest look), not as the process started.
+	in := launch.Inputs{Env: os.LookupEnv, CPUs: topology.ReadProcessCPUs()}
+	if st := p.machine.Load(); st != nil {
+		in.CPUs = st.read.pc
+	}
+	p.explainLaunch(&b, launch.DetectFrom(in))
 	return b.String()
 }
 

@@ -346,3 +346,21 @@ func TestKernelWideningIsNotHonoured(t *testing.T) {
 	}
 	s.finish(t, p)
 }
+
+// Explain's launcher line is read from the process's CPUs as the pool saw
+// them last, not as the process started: after a cgroup cpuset shrinks
+// to one CPU it says the process was given one.
+func TestExplainLauncherFollowsTheCpuset(t *testing.T) {
+	all, a, _ := twoCPUs(t)
+	f := newFakeMachine(all, 2)
+	p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
+	defer p.Close()
+	one := topology.NewCPUSet(a)
+	f.mu.Lock()
+	f.r.pc = topology.ProcessCPUs{Mask: one, Online: all, Cgroup: one, CgroupFile: "/sys/fs/cgroup/job/cpuset.cpus.effective"}
+	f.mu.Unlock()
+	want := "CPUs given 1 of " + fmt.Sprint(all.Len()) + " online"
+	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), want) }) {
+		t.Errorf("after the cpuset shrank to CPU %d, Explain does not say %q:\n%s", a, want, p.Explain())
+	}
+}

@@ -32,8 +32,10 @@ func main() {
 		return nil
 	}))
 
-	nodes := p.Nodes() // OS node IDs, ascending
-	done := make([]atomic.Int64, nodes[len(nodes)-1]+1)
+	done := map[int]*atomic.Int64{} // by OS node ID (-1: CPUs on no node)
+	for _, id := range p.Nodes() {
+		done[id] = new(atomic.Int64)
+	}
 	check(p.ParallelFor(ctx, n, 0, func(w *pool.Worker, lo, hi int) error {
 		for i := lo; i < hi; i++ { // the same n: the same blocks on the same nodes
 			a[i] = b[i] + 3*c[i]
