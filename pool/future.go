@@ -39,9 +39,9 @@ type Future[T any] struct {
 	// condition of their waiters list (latch.go).
 	done    atomic.Bool
 	waiters waiters
-	// The call's trace task while tracing (trace.go): its context and end.
-	traceCtx context.Context
-	traceEnd func()
+	// The call's trace task while tracing (trace.go); nil otherwise, so
+	// that a Future costs one word for it.
+	trace *callTrace
 }
 
 // Async runs fn on the target and returns its Future. If the target
@@ -62,7 +62,8 @@ func async[T any](on Target, fn func(w *Worker) (T, error), name string) *Future
 	f := &Future[T]{task: task{home: noHome}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
 	f.job = f
 	if trace.IsEnabled() {
-		f.traceCtx, f.traceEnd = traceTask(context.Background(), name)
+		ctx, end := traceTask(context.Background(), name)
+		f.trace = &callTrace{ctx: ctx, end: end}
 	}
 	if err := on.queue(&f.task); err != nil {
 		f.finish(*new(T), err)
@@ -101,8 +102,8 @@ func (f *Future[T]) run(w *Worker) {
 	var v T
 	err := ErrGoexit // what the waiter gets if fn ends by runtime.Goexit
 	defer func() { f.finish(v, err) }()
-	if f.traceCtx != nil {
-		defer w.traceRegion(f.traceCtx).End()
+	if f.trace != nil {
+		defer w.traceRegion(f.trace.ctx).End()
 	}
 	if perr := catch(w, func(w *Worker) { v, err = f.fn(w) }); perr != nil {
 		err = perr
@@ -114,8 +115,8 @@ func (f *Future[T]) drop(cause error) { f.finish(*new(T), cause) }
 func (f *Future[T]) finish(v T, err error) {
 	f.val, f.err = v, err
 	f.fn = nil
-	if f.traceEnd != nil {
-		f.traceEnd()
+	if f.trace != nil && f.trace.end != nil {
+		f.trace.end()
 	}
 	close(f.ch)        // publishes val and err: the close happens before every receive
 	f.done.Store(true) // then the waiters' condition, and their latches

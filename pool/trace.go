@@ -40,6 +40,12 @@ func (w *Worker) traceCross(from *domain, moved uint64, pull bool) {
 
 // traceTask begins a trace task named name under ctx if tracing is on;
 // end ends it, and is nil when tracing is off.
+// callTrace is a Run's or an Async's trace task: its context and end.
+type callTrace struct {
+	ctx context.Context
+	end func()
+}
+
 func traceTask(ctx context.Context, name string) (_ context.Context, end func()) {
 	if !trace.IsEnabled() {
 		return ctx, nil
