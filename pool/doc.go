@@ -166,7 +166,8 @@
 // Group (until its first Wait), Async and Run (on a *Pool or a Node) is a
 // trace task named numapool.ParallelFor and so on, and each part of it
 // that a worker runs is a region of type "numapool.node N"; a take of
-// tasks from another node is a log event of category numapool.cross-node.
+// tasks from another node is a log event of category numapool.cross-node,
+// and each re-plan (When the machine changes) one of numapool.replan.
 // With tracing off each costs one branch.
 //
 // Metrics: Stats has counters per worker, per node and in total, and per

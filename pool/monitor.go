@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -332,6 +334,9 @@ func (p *sched) logReplan(s string) {
 	}
 	p.nReplans++
 	p.degradedMu.Unlock()
+	if trace.IsEnabled() {
+		trace.Log(context.Background(), "numapool.replan", s)
+	}
 }
 
 // cpusNow returns the process's CPUs as the pool last saw them.

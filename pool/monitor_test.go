@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -362,5 +364,32 @@ func TestExplainLauncherFollowsTheCpuset(t *testing.T) {
 	want := "CPUs given 1 of " + fmt.Sprint(all.Len()) + " online"
 	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), want) }) {
 		t.Errorf("after the cpuset shrank to CPU %d, Explain does not say %q:\n%s", a, want, p.Explain())
+	}
+}
+
+// A re-plan is a log event of category numapool.replan in an execution
+// trace, with what moved.
+func TestReplanIsTraced(t *testing.T) {
+	all, a, _ := twoCPUs(t)
+	if trace.IsEnabled() {
+		t.Skip("a trace is already being recorded")
+	}
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Skip(err)
+	}
+	f := newFakeMachine(all, 2)
+	p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
+	f.set(topology.NewCPUSet(a), 2)
+	replanned := eventually(hangBound, func() bool { return strings.Contains(p.Explain(), "re-plans:") })
+	_ = p.Close()
+	trace.Stop()
+	if !replanned {
+		t.Fatal("no re-plan after node 1's CPU left the process")
+	}
+	for _, want := range []string{"numapool.replan", "worker 1 "} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("the trace holds no %q", want)
+		}
 	}
 }
