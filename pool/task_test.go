@@ -94,10 +94,10 @@ func TestQueuesHoldFunctions(t *testing.T) {
 			t.Fatalf("task %d ran %d times", i, c)
 		}
 	}
-	// The worker's every sampleEvery-th task (histogram.go) is kept as
-	// its record, for its submit time; the last spawned is in the LIFO
-	// slot.
-	if sampled := n / sampleEvery; records != sampled || functions != n-1-sampled {
+	// The worker's every sampleEvery-th task (histogram.go), counted
+	// from its first, is kept as its record, for its submit time; the
+	// last spawned, n-1, is in the LIFO slot.
+	if sampled := (n-2)/sampleEvery + 1; records != sampled || functions != n-1-sampled {
 		t.Fatalf("the queue and the shard held %d records and %d functions of %d spawned tasks; want %d functions and %d records (the sampled ones)",
 			records, functions, n, n-1-sampled, sampled)
 	}
