@@ -23,7 +23,7 @@ var settings = []string{envNumWorkers, envPlaces, envSteal, envTopology, envNode
 	envWaitPolicy, envBlockTime, envDisplayAffinity, envMachineWatch}
 
 // envMachineWatch is the machine monitor's interval (WithMachineWatch):
-// a duration (1s, 200ms) or 0 for off.
+// a time.ParseDuration duration, or 0 for off.
 const envMachineWatch = "NUMAPOOL_MACHINE_WATCH"
 
 // applyWatchEnv sets the monitor's interval from NUMAPOOL_MACHINE_WATCH

@@ -32,8 +32,9 @@
 // hwloc 2.9's Linux backend finds its cpukinds, from each online CPU's
 // cpufreq/cpuinfo_max_freq, cpufreq/base_frequency and cpu_capacity:
 // CPUs with the same values form one kind, except that maximum
-// frequencies which differ by less than 10 % among CPUs of one base
-// frequency count as the lowest of them (Turbo Boost Max 3.0 lets a few
+// frequencies which differ by less than hwloc's adjustment margin
+// (HWLOC_CPUKINDS_MAXFREQ's default) among CPUs of one base frequency
+// count as the lowest of them (Turbo Boost Max 3.0 lets a few
 // favoured cores of a server run faster; they are no kind of their own).
 // The kinds are ordered least powerful first, by cpu_capacity if every
 // kind has a distinct one, else by base frequency, else by maximum
@@ -43,10 +44,10 @@
 // every CPU is alike.
 //
 // Kind.Name, the word a binding asks for, is numapool's: of two or more
-// kinds, those whose CPUs have a Capacity within 10 % of the most capable
-// CPU's are "performance" kinds and the others "efficiency" kinds (an
-// IntelCore or IntelAtom core type decides where it is known). Kinds that
-// all lie within 10 % have no name: hwloc makes a kind of each maximum
+// kinds, those whose CPUs have a Capacity within the same margin of the
+// most capable CPU's are "performance" kinds and the others "efficiency"
+// kinds (an IntelCore or IntelAtom core type decides where it is known).
+// Kinds that all lie within the margin have no name: hwloc makes a kind of each maximum
 // frequency when the kernel gives no base frequency (acpi-cpufreq), but
 // favoured cores that boost a little higher are no other kind of core.
 //

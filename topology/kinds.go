@@ -21,8 +21,8 @@ type Kind struct {
 
 	// Name is "performance" or "efficiency" when there are two or more
 	// kinds: the kind's CoreType decides where it is known (IntelCore,
-	// IntelAtom); otherwise a kind whose Capacity is within 10 % of the
-	// most capable CPU's is a performance kind and the others are
+	// IntelAtom); otherwise a kind whose Capacity is within
+	// adjustMaxPercent of the most capable CPU's is a performance kind and the others are
 	// efficiency kinds, provided some kind is below that. Kinds that
 	// differ by less (the favoured cores of a server whose base frequency
 	// the kernel does not give) have no name, nor has the only kind of a
@@ -34,8 +34,8 @@ type Kind struct {
 	// What the kernel says about the kind's CPUs (hwloc's infos
 	// FrequencyMaxMHz, FrequencyBaseMHz and LinuxCapacity); 0 where it
 	// says nothing. MaxMHz is the lowest maximum frequency among CPUs of
-	// the same base frequency when those differ by less than 10 % (the
-	// favoured cores of Intel's Turbo Boost Max 3.0).
+	// the same base frequency when those differ by less than
+	// adjustMaxPercent (the favoured cores of Intel's Turbo Boost Max 3.0).
 	MaxMHz        int
 	BaseMHz       int
 	LinuxCapacity int // cpu_capacity: the kernel's scale, 1024 for its most capable CPU
