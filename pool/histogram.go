@@ -136,10 +136,7 @@ func (p *sched) stamp() int64 { return max(p.clock(time.Now()), 1) }
 // task of its shard (queue.InjectShard.SampleEvery), as a record with its
 // submit time.
 func (p *sched) stamped(it item) item {
-	if it.t == nil {
-		it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
-		it.fn = nil
-	}
+	it = it.recorded()
 	it.t.at = p.stamp()
 	return it
 }

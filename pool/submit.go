@@ -176,7 +176,8 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 	}
 	it := item{fn: fn, home: home}
 	if s := p.labelsOf(ctx); s != nil {
-		it = item{t: &task{job: fnJob(fn), home: home, plain: true, labels: s}, home: home}
+		it = it.recorded()
+		it.t.labels = s
 	}
 	return p.push(ctx, g, it, wait)
 }
@@ -204,10 +205,7 @@ func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
 				return ErrClosed
 			}
 		}
-		if it.t == nil {
-			it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
-			it.fn = nil
-		}
+		it = it.recorded()
 		it.t.placeIn = g
 	}
 	if err := g.shardOf(it.home).Push(it); err != nil {

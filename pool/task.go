@@ -42,6 +42,17 @@ type item struct {
 // none reports whether it is the zero item: no task.
 func (it item) none() bool { return it.t == nil && it.fn == nil }
 
+// recorded is it queued as its record: a task from outside the pool that
+// carries more than its function (a place under the bound, a submit
+// time, labels). A new record, not a worker's: the caller is no worker.
+func (it item) recorded() item {
+	if it.t == nil {
+		it.t = &task{job: fnJob(it.fn), home: it.home, plain: true}
+		it.fn = nil
+	}
+	return it
+}
+
 // itemOf is the item for t, made by the task running on w (or taken from
 // one of w's slots); a plain record is given back for reuse.
 func (w *Worker) itemOf(t *task) item {
