@@ -186,7 +186,10 @@ type idle struct {
 	p         *sched
 	searching atomic.Int32 // workers searching
 	unparked  atomic.Int32 // workers not parked
-	n         int32
+	// lastParked is the domain of the worker that parked last (written
+	// under mu, read without it by callerDomain).
+	lastParked atomic.Int32
+	n          int32
 
 	mu       sync.Mutex
 	sleepers [][]*Worker // per domain, a stack of parked workers
@@ -366,6 +369,7 @@ func (id *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked
 		id.nWaiting++
 	}
 	id.sleepers[w.domain.index] = append(id.sleepers[w.domain.index], w)
+	id.lastParked.Store(int32(w.domain.index))
 	w.domain.sleeping.Add(1)
 	allParked = id.unparked.Add(-1) == 0 // before searching is read: rule 3
 	if searching {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,7 @@ type sched struct {
 	labels     labelCache    // the label sets of tasks (labels.go)
 	byG        owners        // the workers by their goroutine (owner.go)
 	order      []int         // Submit's round robin over domains, weighted by size
+	cpuDomains [][]int       // per OS CPU, the domains whose CPUs hold it (callerDomain)
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	notes      []string // what a setting chose (the CPU kind), for Explain
@@ -176,6 +178,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		return nil, err
 	}
 	p.order = weightedOrder(p.domains)
+	p.cpuDomains = cpuDomains(pl.topo, p.domains)
 	p.idle.init(p)
 
 	// Start the workers; each reports whether its placement held.
@@ -211,6 +214,27 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	// and end. s does not refer to pool, so pool can be collected.
 	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)
 	return pool, nil
+}
+
+// cpuDomains maps each OS CPU of the domains to the domains whose CPUs
+// hold it: one, except where synthetic nodes share OS CPUs.
+func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
+	var by [][]int
+	for _, g := range domains {
+		for _, c := range g.node.CPUs.List() {
+			os := osCPU(t, c)
+			if os < 0 {
+				continue
+			}
+			for len(by) <= os {
+				by = append(by, nil)
+			}
+			if !slices.Contains(by[os], g.index) {
+				by[os] = append(by[os], g.index)
+			}
+		}
+	}
+	return by
 }
 
 // weightedOrder lists domain indexes so that each appears as often as it

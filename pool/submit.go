@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/queue"
 )
 
@@ -128,20 +129,38 @@ func (p *sched) domainOf(node int) (*domain, error) {
 	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.nodes())
 }
 
-// nextGroup picks the node for work for the whole pool from outside it:
-// round robin, weighted by the nodes' workers, so that a stream of
-// submissions spreads over the machine; but when every worker of that
-// node sleeps while another node has a searcher and nothing queued, that
-// node, whose searcher takes the work within a microsecond or so where a
-// sleeper's thread would take a wake-up (tens of microseconds). A burst
-// still spreads: once a task waits in the searcher's shard, the next
-// submissions go round robin again, and wake the sleeping nodes.
+// nextDomain picks the node for work for the whole pool from outside it.
+// The work goes where a worker is awake to take it, else where waking one
+// costs least, and a stream of submissions still spreads over the
+// machine:
+//
+//   - round robin, weighted by the nodes' workers, picks a node; a node
+//     with a worker awake takes the work (a burst spreads this way);
+//   - if every worker of that node sleeps and another node has a searcher
+//     and nothing queued, that node takes it: its searcher takes it
+//     within a microsecond or so, where waking a sleeper's thread takes
+//     tens of microseconds (and once a task waits in the searcher's shard,
+//     the next submissions go round robin again and wake the sleeping
+//     nodes);
+//   - if nobody searches, a sleeper must be woken: one of the node of the
+//     CPU the caller runs on (callerDomain). The caller is about to wait
+//     for the result or to go on with what it was doing on that node, and
+//     a woken worker bound to its node's CPUs can take the CPU the caller
+//     leaves, at once, where one bound to another node's CPUs waits for
+//     an idle CPU to wake up or for a busy one's thread to yield it; the
+//     work's data, just written by the caller, is in that node's caches.
 func (p *sched) nextDomain() *domain {
 	if len(p.order) == 1 {
 		return p.domains[0]
 	}
 	g := p.domains[p.order[p.rr.Add(1)%uint64(len(p.order))]]
-	if int(g.sleeping.Load()) < len(g.workers) || p.idle.searching.Load() == 0 {
+	if int(g.sleeping.Load()) < len(g.workers) {
+		return g
+	}
+	if p.idle.searching.Load() == 0 {
+		if h := p.callerDomain(); h != nil {
+			return h
+		}
 		return g
 	}
 	for _, o := range p.domains {
@@ -150,6 +169,32 @@ func (p *sched) nextDomain() *domain {
 		}
 	}
 	return g
+}
+
+// callerDomain returns a domain with a sleeper whose CPUs hold the one
+// the calling thread runs on, nil if none or where the CPU cannot be read.
+// Where several do (synthetic nodes may share OS CPUs), the one whose
+// worker parked last: its thread is the likeliest to wake where the
+// caller runs. It costs a system call (getcpu), made only on the way to a
+// wake-up.
+func (p *sched) callerDomain() *domain {
+	cpu, _, err := pin.CurrentCPU()
+	if err != nil || cpu < 0 || cpu >= len(p.cpuDomains) {
+		return nil
+	}
+	var first *domain
+	last := int(p.idle.lastParked.Load())
+	for _, d := range p.cpuDomains[cpu] {
+		if o := p.domains[d]; o.sleeping.Load() > 0 {
+			if d == last {
+				return o
+			}
+			if first == nil {
+				first = o
+			}
+		}
+	}
+	return first
 }
 
 // submit queues fn for domain g (nil: any node) with the given home,

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
 )
@@ -727,5 +729,54 @@ func TestOutsideBurstSpreadsOverNodes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Whole-pool work from outside a pool with every worker asleep wakes a
+// worker of the node of the caller's CPU: the caller is about to wait, so
+// that worker can take its CPU at once, where one bound to the other
+// node's CPU waits for it to wake from idle (round robin alone sent every
+// other such hand-off there). The caller's thread is bound to each node's
+// CPU in turn, and each Run waits for the pool to be asleep first.
+func TestOutsideWorkWakesTheCallersNode(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs: 2x1 puts its nodes on two of them")
+	}
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	asleep := func() bool {
+		for _, g := range p.domains {
+			if int(g.sleeping.Load()) < len(g.workers) {
+				return false
+			}
+		}
+		return true
+	}
+	const calls = 20
+	wrong := 0
+	for i := range calls {
+		g := p.domains[i%2]
+		os := g.workers[0].bound
+		th, err := pin.Lock(os)
+		if err != nil {
+			t.Skipf("cannot bind the caller to node %d's CPUs %s: %v", g.node.ID, os, err)
+		}
+		if !eventually(5*time.Second, asleep) {
+			t.Fatal("the pool's workers did not all park within 5 s")
+		}
+		node, err := Run(p, func(w *Worker) (int, error) { return w.Node(), nil })
+		if err := th.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node != g.node.ID {
+			wrong++
+			t.Logf("call %d, from OS CPUs %s (node %d), ran on node %d", i, os, g.node.ID, node)
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d hand-offs to a sleeping pool ran on the node the caller was not on", wrong, calls)
 	}
 }
