@@ -267,26 +267,32 @@ func BenchmarkPingPongRunSpacedActive(b *testing.B) {
 	onLayouts(b, func(b *testing.B, p *Pool) { benchRun(b, p, nil, 200*time.Microsecond) }, WithBlockTime(-1))
 }
 
-// Round trips to each node in turn, p.Node(k) soft and strict.
+// Round trips to p.Node(k), soft and strict: to each node in turn, and
+// every one to the last node (one), on every layout. In turn, on two
+// CPUs, a node's worker is asleep whenever the other node's searches: only
+// half the workers search at once.
 func BenchmarkPingPongNode(b *testing.B) {
 	for _, strict := range []bool{false, true} {
-		name := "soft"
-		if strict {
-			name = "strict"
-		}
-		b.Run(name, func(b *testing.B) {
-			onLayouts(b, func(b *testing.B, p *Pool) {
-				var targets []Target
-				for _, id := range p.Nodes() {
-					n := p.Node(id)
-					if strict {
-						n = n.Strict()
+		for _, turn := range []bool{true, false} {
+			name := map[bool]string{false: "soft", true: "strict"}[strict] + map[bool]string{true: "/turn", false: "/one"}[turn]
+			b.Run(name, func(b *testing.B) {
+				onLayouts(b, func(b *testing.B, p *Pool) {
+					ids := p.Nodes()
+					if !turn {
+						ids = ids[len(ids)-1:]
 					}
-					targets = append(targets, n)
-				}
-				benchRun(b, p, targets, 0)
+					var targets []Target
+					for _, id := range ids {
+						n := p.Node(id)
+						if strict {
+							n = n.Strict()
+						}
+						targets = append(targets, n)
+					}
+					benchRun(b, p, targets, 0)
+				})
 			})
-		})
+		}
 	}
 }
 
