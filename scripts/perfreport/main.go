@@ -186,6 +186,16 @@ var (
 	}
 )
 
+const waitPolicyIntro = `
+### Hand-offs by wait policy
+
+pool.Run from ordinary code (µs, median and 99th percentile; the workloads below have the details).
+Back to back, a worker is still searching when the next call comes; after a pause of 200µs, longer
+than the default block time, a passive pool's workers sleep and each call wakes a thread, while an
+active pool's keep searching, on up to half the CPUs.
+
+`
+
 // writeWaitPolicy writes the wait-policy table from the hand-off
 // workloads' summaries: a row per workload the run has, the median and
 // the p99 of each policy; nothing if the run has none of them.
@@ -225,14 +235,7 @@ func writeWaitPolicy(w io.Writer, sums []bench.Summary) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "### Hand-offs by wait policy")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "pool.Run from ordinary code (µs, median and 99th percentile; the workloads below have the details).")
-	fmt.Fprintln(w, "Back to back, a worker is still searching when the next call comes; after a pause of 200µs, longer")
-	fmt.Fprintln(w, "than the default block time, a passive pool's workers sleep and each call wakes a thread, while an")
-	fmt.Fprintln(w, "active pool's keep searching, on up to half the CPUs.")
-	fmt.Fprintln(w)
+	fmt.Fprint(w, waitPolicyIntro)
 	head := []string{"hand-off"}
 	for _, col := range policyColumns {
 		head = append(head, col.what)
