@@ -6,7 +6,8 @@
 //	curl -s localhost:9464/metrics | grep numapool_
 //
 // metrics.go is the part to paste into a service: NewCollector for
-// client_golang, RegisterOTel for an OpenTelemetry meter. This is a module
+// client_golang, RegisterOTel for an OpenTelemetry meter and
+// NewOTelProducer for its reader (the histograms). This is a module
 // of its own, so that the library's go.mod does not grow.
 package main
 
@@ -50,7 +51,7 @@ func newMux(p *pool.Pool) (*http.ServeMux, func(), error) {
 	reg.MustRegister(NewCollector(p))
 
 	otelReg := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(otelReg))
+	exporter, err := otelprom.New(otelprom.WithRegisterer(otelReg), otelprom.WithProducer(NewOTelProducer(p, time.Now())))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/numapool/numapool/pool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // The pool's Stats as metrics, per node. The names follow OpenTelemetry's
@@ -141,9 +145,9 @@ func promHistogram(h pool.Histogram) (count uint64, sum float64, buckets map[flo
 // RegisterOTel exports p's counters and gauges as OpenTelemetry
 // asynchronous instruments of meter, observed at each collection, with
 // the node as the attribute numapool.node. The histograms are not among
-// them: OpenTelemetry's metrics API has no asynchronous histogram, so
-// use the Prometheus collector (or the expvar publisher) for those.
-// Unregister the returned registration when the pool closes.
+// them: OpenTelemetry's metrics API has no asynchronous histogram, and a
+// reader takes them from NewOTelProducer instead. Unregister the returned
+// registration when the pool closes.
 func RegisterOTel(meter metric.Meter, p *pool.Pool) (metric.Registration, error) {
 	var observables []metric.Observable
 	cs := make([]metric.Int64ObservableCounter, len(counters))
@@ -176,4 +180,53 @@ func RegisterOTel(meter metric.Meter, p *pool.Pool) (metric.Registration, error)
 		}
 		return nil
 	}, observables...)
+}
+
+// NewOTelProducer returns an OpenTelemetry metric producer of p's
+// per-node histograms (queue wait and run time of the sampled tasks) as
+// explicit-bucket histograms in seconds, cumulative since start, with the
+// node as the attribute numapool.node. Give it to a reader
+// (sdkmetric.WithProducer, or the Prometheus exporter's WithProducer):
+// the metrics API has no asynchronous histogram to observe them with.
+// A pool.Histogram's bucket holds its lower bound and OpenTelemetry's its
+// upper one, so a sample exactly on a bound is counted one bucket lower
+// here.
+func NewOTelProducer(p *pool.Pool, start time.Time) sdkmetric.Producer {
+	return otelHistograms{p: p, start: start}
+}
+
+type otelHistograms struct {
+	p     *pool.Pool
+	start time.Time
+}
+
+func (h otelHistograms) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
+	now := time.Now()
+	nodes := h.p.Stats().Nodes
+	metrics := make([]metricdata.Metrics, 0, len(histograms))
+	for _, m := range histograms {
+		var points []metricdata.HistogramDataPoint[float64]
+		for _, n := range nodes {
+			hist := m.value(n)
+			if len(hist.Counts) == 0 {
+				continue
+			}
+			points = append(points, metricdata.HistogramDataPoint[float64]{
+				Attributes:   attribute.NewSet(attribute.Int("numapool.node", n.Node)),
+				StartTime:    h.start,
+				Time:         now,
+				Count:        hist.Count,
+				Bounds:       hist.Buckets[1:], // upper bounds; the last bucket is +Inf
+				BucketCounts: hist.Counts,
+				Sum:          hist.Sum,
+			})
+		}
+		metrics = append(metrics, metricdata.Metrics{
+			Name:        m.name,
+			Description: m.help,
+			Unit:        "s",
+			Data:        metricdata.Histogram[float64]{DataPoints: points, Temporality: metricdata.CumulativeTemporality},
+		})
+	}
+	return []metricdata.ScopeMetrics{{Scope: instrumentation.Scope{Name: "github.com/numapool/numapool"}, Metrics: metrics}}, nil
 }

@@ -55,8 +55,9 @@ func value(t *testing.T, body, metric string, labels ...string) float64 {
 }
 
 // Both endpoints, scraped after a known amount of work, show the pool's
-// per-node counts under their OpenTelemetry-style names, and /metrics
-// the sampled histograms as Prometheus histograms.
+// per-node counts under their OpenTelemetry-style names, and the sampled
+// histograms as histograms: /metrics through client_golang, /otel
+// through the producer.
 func TestScrape(t *testing.T) {
 	p, err := pool.New(pool.WithoutEnv(), pool.WithSpec("2x1"))
 	if err != nil {
@@ -100,6 +101,12 @@ func TestScrape(t *testing.T) {
 		want := float64(ns.RunTime.Count)
 		if got := value(t, prom, "numapool_task_run_time_seconds_count", `node="`+node+`"`); got != want {
 			t.Errorf("node %s: numapool_task_run_time_seconds_count %g, Stats says %g", node, got, want)
+		}
+		if got := value(t, otel, "numapool_task_run_time_seconds_count", `numapool_node="`+node+`"`); got != want {
+			t.Errorf("node %s: /otel numapool_task_run_time_seconds_count %g, Stats says %g", node, got, want)
+		}
+		if got, want := value(t, otel, "numapool_task_queue_wait_seconds_bucket", `numapool_node="`+node+`"`, `le="+Inf"`), float64(ns.QueueWait.Count); got != want || got == 0 {
+			t.Errorf("node %s: /otel numapool_task_queue_wait_seconds_bucket{le=+Inf} %g, Stats says %g samples", node, got, want)
 		}
 	}
 	if run != n || otelRun != n {
