@@ -163,7 +163,7 @@ func (w *Worker) newTask(fn func(*Worker), h home) *task {
 	if n := len(w.free); n > 0 {
 		t := w.free[n-1]
 		w.free = w.free[:n-1]
-		t.job, t.home = fnJob(fn), h
+		t.job, t.home, t.labels = fnJob(fn), h, nil // a record keeps its last labels until reused
 		return t
 	}
 	return w.allocTasks(fn, h)
@@ -184,9 +184,11 @@ func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 	return t
 }
 
-// reuse keeps a plain task record that has run, for newTask.
+// reuse keeps a plain task record that has run, for newTask, which
+// clears its labels: reuse runs after every task, and must stay small
+// enough to be inlined.
 func (w *Worker) reuse(t *task) {
-	t.job, t.labels = nil, nil
+	t.job = nil
 	if len(w.free) == 2*freeBatch {
 		w.pool.stash.give(w)
 	}
