@@ -76,3 +76,82 @@ func writeMemoryMarkdown(w io.Writer, wl Workload, rows []Summary) {
 func mdText(s string) string {
 	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "*", `\*`, "_", `\_`).Replace(s)
 }
+
+// The wait-policy table: the hand-off workloads (back to back, and after
+// a pause longer than the block time; on the machine's nodes and on two
+// synthetic one-CPU nodes) for the passive default, the active policy and
+// a goroutine with a channel.
+var (
+	handOffRows = []struct{ workload, what string }{
+		{"pingpong", "back to back, the machine's nodes"},
+		{"pingpong-2x1", "back to back, two one-CPU nodes (2x1)"},
+		{"pingpong-spaced", "after a pause, the machine's nodes"},
+		{"pingpong-spaced-2x1", "after a pause, two one-CPU nodes (2x1)"},
+	}
+	policyColumns = []struct{ contender, what string }{
+		{"numapool", "passive (default)"},
+		{"numapool-active", "active"},
+		{"goroutines", "a goroutine and a channel"},
+	}
+)
+
+const waitPolicyIntro = `
+### Hand-offs by wait policy
+
+pool.Run from ordinary code (µs, median and 99th percentile; the workloads below have the details).
+Back to back, a worker is still searching when the next call comes; after a pause of 200µs, longer
+than the default block time, a passive pool's workers sleep and each call wakes a thread, while an
+active pool's keep searching, on up to half the CPUs.
+
+`
+
+// WriteWaitPolicy writes, as Markdown, the wait-policy table from the hand-off
+// workloads' summaries: a row per workload the run has, the median and
+// the p99 of each policy; nothing if the run has none of them.
+func WriteWaitPolicy(w io.Writer, sums []Summary) {
+	find := func(wl, c string) *Summary {
+		for i := range sums {
+			if sums[i].Workload == wl && sums[i].Contender == c {
+				return &sums[i]
+			}
+		}
+		return nil
+	}
+	var rows []string
+	for _, row := range handOffRows {
+		cells := []string{row.what}
+		have := false
+		for _, col := range policyColumns {
+			s := find(row.workload, col.contender)
+			switch {
+			case s == nil:
+				cells = append(cells, "not run")
+			case s.NA != "":
+				cells = append(cells, "n/a")
+			default:
+				have = true
+				cell := num(s.Median)
+				if p99, ok := s.Extra["p99"]; ok {
+					cell += " (p99 " + num(p99) + ")"
+				}
+				cells = append(cells, cell)
+			}
+		}
+		if have {
+			rows = append(rows, "| "+strings.Join(cells, " | ")+" |")
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, waitPolicyIntro)
+	head := []string{"hand-off"}
+	for _, col := range policyColumns {
+		head = append(head, col.what)
+	}
+	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+	fmt.Fprintln(w, "| --- "+strings.Repeat("| ---: ", len(policyColumns))+"|")
+	for _, row := range rows {
+		fmt.Fprintln(w, row)
+	}
+}

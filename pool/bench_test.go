@@ -272,27 +272,30 @@ func BenchmarkPingPongRunSpacedActive(b *testing.B) {
 // CPUs, a node's worker is asleep whenever the other node's searches: only
 // half the workers search at once.
 func BenchmarkPingPongNode(b *testing.B) {
-	for _, strict := range []bool{false, true} {
-		for _, turn := range []bool{true, false} {
-			name := map[bool]string{false: "soft", true: "strict"}[strict] + map[bool]string{true: "/turn", false: "/one"}[turn]
-			b.Run(name, func(b *testing.B) {
-				onLayouts(b, func(b *testing.B, p *Pool) {
-					ids := p.Nodes()
-					if !turn {
-						ids = ids[len(ids)-1:]
+	for _, mode := range []struct {
+		name         string
+		strict, turn bool
+	}{
+		{"soft/turn", false, true}, {"soft/one", false, false},
+		{"strict/turn", true, true}, {"strict/one", true, false},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			onLayouts(b, func(b *testing.B, p *Pool) {
+				ids := p.Nodes()
+				if !mode.turn {
+					ids = ids[len(ids)-1:]
+				}
+				var targets []Target
+				for _, id := range ids {
+					n := p.Node(id)
+					if mode.strict {
+						n = n.Strict()
 					}
-					var targets []Target
-					for _, id := range ids {
-						n := p.Node(id)
-						if strict {
-							n = n.Strict()
-						}
-						targets = append(targets, n)
-					}
-					benchRun(b, p, targets, 0)
-				})
+					targets = append(targets, n)
+				}
+				benchRun(b, p, targets, 0)
 			})
-		}
+		})
 	}
 }
 

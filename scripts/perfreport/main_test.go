@@ -22,6 +22,7 @@ func TestReport(t *testing.T) {
 			Memory: &bench.MemoryFacts{Bytes: 1260 << 20, LLCBytes: 300 << 20, BudgetBytes: 4 << 30, MemoryNodes: 2, Allocation: "pin.Map", LocalPct: ptr(52)}},
 		{Workload: "spawn", Contender: "numapool", Value: 40, Unit: "ns/task"},
 		{Workload: "spawn", Contender: "errgroup", NA: "a | b", Unit: "ns/task"},
+		{Workload: "pingpong", Contender: "numapool", Value: 1.5, Unit: "µs", Extra: map[string]float64{"p99": 20}},
 	}
 	js := filepath.Join(dir, "bench.json")
 	var b bytes.Buffer
@@ -52,6 +53,7 @@ func TestReport(t *testing.T) {
 		"| numapool | 99.5 % | pool.AllocFirstTouch |",
 		"| goroutines | 52.0 % | pin.Map |",
 		`| errgroup | n/a | | | | a \| b |`,
+		"### Hand-offs by wait policy",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
@@ -62,41 +64,6 @@ func TestReport(t *testing.T) {
 	}
 	if s, tr := strings.Index(md, "### spawn"), strings.Index(md, "### triad"); s < 0 || tr < 0 || s > tr {
 		t.Errorf("sections not in the suite's order (spawn at %d, triad at %d)", s, tr)
-	}
-}
-
-// The wait-policy table has a row per hand-off workload the run has, with
-// each policy's median and p99, and says which were not run.
-func TestReportWaitPolicy(t *testing.T) {
-	results := []bench.Result{
-		{Workload: "pingpong", Contender: "numapool", Value: 1.5, Unit: "µs", Extra: map[string]float64{"p99": 20}},
-		{Workload: "pingpong", Contender: "numapool-active", Value: 1.2, Unit: "µs", Extra: map[string]float64{"p99": 3}},
-		{Workload: "pingpong", Contender: "goroutines", Value: 0.4, Unit: "µs", Extra: map[string]float64{"p99": 0.8}},
-		{Workload: "pingpong-spaced-2x1", Contender: "numapool", Value: 71, Unit: "µs", Extra: map[string]float64{"p99": 150}},
-	}
-	wls, err := workloadsOf(results)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	writeWaitPolicy(&out, bench.Summarize(results, wls))
-	md := out.String()
-	for _, want := range []string{
-		"| hand-off | passive (default) | active | a goroutine and a channel |",
-		"| back to back, the machine's nodes | 1.5 (p99 20) | 1.2 (p99 3) | 0.4 (p99 0.8) |",
-		"| after a pause, two one-CPU nodes (2x1) | 71 (p99 150) | not run | not run |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("table lacks %q:\n%s", want, md)
-		}
-	}
-	if strings.Contains(md, "back to back, two one-CPU nodes") {
-		t.Errorf("table has a row for a workload the run does not have:\n%s", md)
-	}
-	out.Reset()
-	writeWaitPolicy(&out, bench.Summarize(results[:0], wls))
-	if out.Len() != 0 {
-		t.Errorf("a run without hand-offs has a wait-policy table:\n%s", out.String())
 	}
 }
 
