@@ -363,9 +363,15 @@ func (p *sched) setDeadline(d time.Time) {
 
 // aborted reports whether the pool is aborting, and moves it there when
 // a Shutdown's deadline has passed while closing. Workers call it between
-// tasks; in a running pool it costs one load.
+// tasks; in a running pool it costs one load and is inlined.
 func (p *sched) aborted() bool {
-	switch p.state.Load() {
+	s := p.state.Load()
+	return s != running && p.abortedSlow(s)
+}
+
+// abortedSlow is aborted for a pool whose intake has closed (state s).
+func (p *sched) abortedSlow(s int32) bool {
+	switch s {
 	case aborting:
 		return true
 	case closing:
