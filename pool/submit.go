@@ -150,7 +150,7 @@ func (p *sched) domainOf(node int) (*domain, error) {
 //     an idle CPU to wake up or for a busy one's thread to yield it; the
 //     work's data, just written by the caller, is in that node's caches.
 func (p *sched) nextDomain() *domain {
-	if len(p.order) == 1 {
+	if len(p.domains) == 1 {
 		return p.domains[0]
 	}
 	g := p.domains[p.order[p.rr.Add(1)%uint64(len(p.order))]]
