@@ -56,7 +56,6 @@ type InjectShard[T any] struct {
 	closed      bool
 	pushed      uint64 // tasks taken by Push
 	every       uint64 // SampleEvery: mark every every-th task Push takes; 0: none
-	untilMark   uint64 // tasks Push takes before it marks one; 0: the next one (if every != 0)
 	mark        func(T) T
 }
 
@@ -79,14 +78,8 @@ func (s *InjectShard[T]) Push(t T) error {
 	if s.closed {
 		return ErrClosed
 	}
-	if s.every != 0 {
-		// A countdown, not pushed%every: a division would lengthen the
-		// critical section that the workers' PopN waits behind.
-		if s.untilMark == 0 {
-			s.untilMark = s.every
-			t = s.mark(t)
-		}
-		s.untilMark--
+	if s.every != 0 && s.pushed%s.every == 0 {
+		t = s.mark(t)
 	}
 	s.append(t)
 	s.n.Add(1)
