@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -31,10 +32,7 @@ func TestPoolsSpreadOverCPUs(t *testing.T) {
 	}
 	_ = b.Close()
 	_ = c.Close()
-	cpuClaims.Lock()
-	left := len(cpuClaims.n)
-	cpuClaims.Unlock()
-	if left != 0 {
+	if left := place.ClaimedCPUs(); left != 0 {
 		t.Errorf("%d CPUs still claimed after every pool closed", left)
 	}
 }

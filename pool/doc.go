@@ -128,7 +128,7 @@
 //     workers then take turns on fewer processors), are reported, not
 //     acted on. Memory placed on a node stays there; cpuset.mems is
 //     not followed. The CPU claims that spread the pools of one process
-//     (claims.go) are the ones New made.
+//     (internal/place/claims.go) are the ones New made.
 //
 // Explain shows the process's CPUs as last read, each re-plan (when,
 // what changed, which workers moved where), the masks the threads have

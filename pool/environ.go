@@ -138,12 +138,12 @@ func (p *sched) displayAffinity(w io.Writer) {
 	var b strings.Builder
 	pid := os.Getpid()
 	for _, wk := range p.workers {
-		bound := wk.bound.String()
+		bound := wk.th.Bound().String()
 		if bound == "" {
 			bound = "none (" + p.cfg.binding.String() + ")"
 		}
 		fmt.Fprintf(&b, "numapool: pid %d tid %d node %d worker %d cpu %d bound to %s\n",
-			pid, wk.tid.Load(), wk.domain.node.ID, wk.id, wk.cpu, bound)
+			pid, wk.th.TID(), wk.domain.node.ID, wk.id, wk.cpu, bound)
 	}
 	io.WriteString(w, b.String())
 }

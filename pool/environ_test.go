@@ -96,11 +96,11 @@ func TestDisplayAffinity(t *testing.T) {
 		t.Fatalf("%d lines for %d workers:\n%s", len(lines), p.Workers(), out.String())
 	}
 	for i, w := range p.workers {
-		want := fmt.Sprintf("numapool: pid %d tid %d node %d worker %d cpu %d bound to ", os.Getpid(), w.tid.Load(), w.domain.node.ID, w.id, w.cpu)
+		want := fmt.Sprintf("numapool: pid %d tid %d node %d worker %d cpu %d bound to ", os.Getpid(), w.th.TID(), w.domain.node.ID, w.id, w.cpu)
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("line %d = %q, want it to start %q", i, lines[i], want)
 		}
-		if runtime.GOOS == "linux" && w.tid.Load() == 0 {
+		if runtime.GOOS == "linux" && w.th.TID() == 0 {
 			t.Errorf("worker %d: no thread ID", w.id)
 		}
 	}

@@ -48,7 +48,7 @@ func (p *Pool) Explain() string {
 		}
 		b.WriteByte('\n')
 		for _, w := range g.workers {
-			os := t.OSCPUs(singleton(w.cpu))
+			os := t.OSCPUs(topology.NewCPUSet(w.cpu))
 			kind := ""
 			if k := w.Kind(); k != "" {
 				kind = ", a " + k + " CPU"
@@ -57,7 +57,7 @@ func (p *Pool) Explain() string {
 				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s%s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os, kind)
 				continue
 			}
-			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s%s)\n", w.id, w.threadText(), w.cpu, os, kind)
+			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s%s)\n", w.id, w.th.Report(), w.cpu, os, kind)
 		}
 	}
 	for _, n := range p.notes {
@@ -71,10 +71,9 @@ func (p *Pool) Explain() string {
 	}
 	p.degradedMu.Lock()
 	degraded := slices.Clone(p.degraded)
-	replans, nReplans := slices.Clone(p.replans), p.nReplans
 	p.degradedMu.Unlock()
-	p.explainMachine(&b, replans, nReplans)
-	degraded = append(degraded, p.degradedNow()...)
+	p.placer.Report(&b)
+	degraded = append(degraded, p.placer.Degraded()...)
 	if len(degraded) == 0 {
 		b.WriteString("degraded: nothing\n")
 	} else {
@@ -86,8 +85,8 @@ func (p *Pool) Explain() string {
 	// The launcher's view of the process's CPUs as the pool read them last
 	// (New, or the monitor's latest look), not as the process started.
 	in := launch.Inputs{Env: os.LookupEnv, CPUs: topology.ReadProcessCPUs()}
-	if st := p.machine.Load(); st != nil {
-		in.CPUs = st.read.pc
+	if st := p.placer.Machine(); st != nil {
+		in.CPUs = st.Read.PC
 	}
 	p.explainLaunch(&b, launch.DetectFrom(in))
 	return b.String()
@@ -102,7 +101,7 @@ func (p *Pool) explainLaunch(b *strings.Builder, info launch.Info) {
 	}
 	bound := make([]topology.CPUSet, len(p.workers))
 	for i, w := range p.workers {
-		bound[i] = w.boundNow()
+		bound[i] = w.th.Mask()
 	}
 	for _, w := range info.Warnings(len(p.workers), bound...) {
 		fmt.Fprintf(b, "warning: %s\n", w)
@@ -131,72 +130,4 @@ func (p *sched) noteDegraded(err error) {
 	p.degradedMu.Lock()
 	p.degraded = append(p.degraded, err.Error())
 	p.degradedMu.Unlock()
-}
-
-// threadText says which thread the worker runs on and the mask that
-// thread has now, read from the kernel (not the plan), with what the pool
-// bound it to when the two differ.
-func (w *Worker) threadText() string {
-	tid := int(w.tid.Load())
-	set := w.placed()
-	if set.IsEmpty() {
-		set = w.bound
-	}
-	bound := set.String()
-	if bound == "" {
-		bound = "nothing"
-	}
-	if tid == 0 {
-		return "no thread now (ended, or between two), bound to " + bound
-	}
-	mask, err := topology.ThreadAffinity(tid)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("thread %d, bound to %s (its mask cannot be read: %v)", tid, bound, err)
-	case set.IsEmpty() || mask.Equal(set):
-		return fmt.Sprintf("thread %d, mask %s", tid, mask)
-	}
-	return fmt.Sprintf("thread %d, mask %s (the pool bound it to %s)", tid, mask, bound)
-}
-
-// explainMachine says what the monitor watches and lists the re-plans.
-func (p *sched) explainMachine(b *strings.Builder, replans []string, n int) {
-	st := p.machine.Load()
-	watch := "off (WithMachineWatch(0))"
-	if p.cfg.watch > 0 {
-		watch = "every " + p.cfg.watch.String()
-	}
-	pc := st.read.pc
-	fmt.Fprintf(b, "machine: watched %s; process CPUs %s (mask %s, cgroup cpuset %s, online %s); GOMAXPROCS %d; %d re-plans\n",
-		watch, setText(st.cpus), setText(pc.Mask), setText(pc.Cgroup), setText(pc.Online), st.read.procs, n)
-	if len(replans) > 0 {
-		if n > len(replans) {
-			fmt.Fprintf(b, "re-plans (the last %d):\n", len(replans))
-		} else {
-			b.WriteString("re-plans:\n")
-		}
-		for _, r := range replans {
-			fmt.Fprintf(b, "  - %s\n", r)
-		}
-	}
-}
-
-// degradedNow lists how the pool is degraded by the machine as it is now:
-// workers off their planned CPUs, threads narrowed from outside, fewer
-// processors than workers, CPUs the pool has no worker for.
-func (p *sched) degradedNow() []string {
-	var out []string
-	st := p.machine.Load()
-	for _, w := range p.workers {
-		if n := w.place.now.Load(); n != nil && n.why != "" {
-			out = append(out, fmt.Sprintf("worker %d (node %d) on CPUs %s now: %s", w.id, w.Node(), n.cpus, n.why))
-		}
-	}
-	if st.read.procs > 0 && st.read.procs < len(p.workers) && p.cfg.binding.LocksThread() {
-		out = append(out, fmt.Sprintf("GOMAXPROCS is %d, below the %d workers: the locked workers take turns on %d processors", st.read.procs, len(p.workers), st.read.procs))
-	}
-	if extra := st.cpus.AndNot(p.startCPUs); !p.startCPUs.IsEmpty() && !extra.IsEmpty() {
-		out = append(out, fmt.Sprintf("CPUs %s came to the process after New: the pool has no worker for them (reported only)", extra))
-	}
-	return out
 }

@@ -35,7 +35,7 @@ func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
 	// Before the offer, which publishes them to the thief: the latch's
 	// waiter, and the labels a runs under, which b runs under too.
 	done.w = w
-	bt.labels = w.labels
+	bt.labels = w.obs.labels
 	w.joinSlot.Store(bt)
 	w.spawned(w.domain)
 	errA := catch(w, a)
@@ -79,7 +79,7 @@ func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
 //     parker's re-check (wakeForPending), so an offered b wakes a
 //     worker like any task (spawned calls notify).
 //
-// Fork's records (fork.go) follow the same rules.
+// Fork's records (Fork, below) follow the same rules.
 //
 // Tests: TestJoinHalfIsStolen (b runs on another worker while a waits
 // for it), TestJoinFib and TestJoinDeep (nested Joins under -race, also
@@ -99,9 +99,9 @@ type joinTask struct {
 // thief that ran a joinTask reads only that part after it set done.
 func (w *Worker) joinTask(b func(*Worker)) *joinTask {
 	var jt *joinTask
-	if n := len(w.joins); n > 0 {
-		jt = w.joins[n-1]
-		w.joins = w.joins[:n-1]
+	if n := len(w.recs.joins); n > 0 {
+		jt = w.recs.joins[n-1]
+		w.recs.joins = w.recs.joins[:n-1]
 	} else {
 		jt = &joinTask{task: task{home: noHome}}
 		jt.job = &jt.js
@@ -113,7 +113,7 @@ func (w *Worker) joinTask(b func(*Worker)) *joinTask {
 // joinDone gives a finished Join's joinTask back to the worker's list.
 func (w *Worker) joinDone(jt *joinTask) {
 	jt.js = joinState{}
-	w.joins = append(w.joins, jt)
+	w.recs.joins = append(w.recs.joins, jt)
 }
 
 // joinState is the b side of a Join: the function, and its outcome. It
@@ -211,7 +211,7 @@ const maxForkRecords = 64
 // forkRecord returns a record for a Fork of these types: the worker's
 // last one if it is of them, else a new one.
 func forkRecord[XB, RB any](w *Worker) *forkRec[XB, RB] {
-	if r, ok := recordOf[*forkRec[XB, RB]](&w.forks); ok {
+	if r, ok := recordOf[*forkRec[XB, RB]](&w.recs.forks); ok {
 		return r
 	}
 	r := &forkRec[XB, RB]{task: task{home: noHome}}
@@ -225,5 +225,5 @@ func forkDone[XB, RB any](w *Worker, r *forkRec[XB, RB]) {
 	var zr RB
 	r.fb, r.xb, r.rb, r.err = nil, zb, zr, nil
 	r.done.reset()
-	w.forks.keep(r)
+	w.recs.forks.keep(r)
 }

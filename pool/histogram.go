@@ -97,14 +97,14 @@ type publishedLatencies struct {
 // publishLatencies copies the worker's histograms for Stats, if they
 // changed.
 func (w *Worker) publishLatencies() {
-	if !w.lat.changed {
+	if !w.obs.lat.changed {
 		return
 	}
-	w.lat.changed = false
+	w.obs.lat.changed = false
 	for _, pair := range [2]struct {
 		from *durations
 		to   *publishedDurations
-	}{{&w.lat.wait, &w.pubLat.wait}, {&w.lat.run, &w.pubLat.run}} {
+	}{{&w.obs.lat.wait, &w.obs.pubLat.wait}, {&w.obs.lat.run, &w.obs.pubLat.run}} {
 		for m := pair.from.dirty; m != 0; m &= m - 1 {
 			i := bits.TrailingZeros32(m)
 			pair.to.counts[i].Store(pair.from.counts[i])
@@ -164,7 +164,7 @@ func (w *Worker) observed(it item, t *task) {
 	var start time.Time
 	if at != 0 {
 		start = time.Now()
-		w.lat.wait.add(w.pool.clock(start) - at)
+		w.obs.lat.wait.add(w.pool.clock(start) - at)
 	}
 	if t == nil {
 		w.call(it.fn)
@@ -175,7 +175,7 @@ func (w *Worker) observed(it item, t *task) {
 		}
 	}
 	if at != 0 {
-		w.lat.run.add(int64(time.Since(start)))
-		w.lat.changed = true
+		w.obs.lat.run.add(int64(time.Since(start)))
+		w.obs.lat.changed = true
 	}
 }

@@ -12,7 +12,7 @@ import (
 //
 //  1. At most half the workers search at once (tryStartSearching). A
 //     searcher that finds work and was the last one searching wakes
-//     another, if tasks are making tasks (worker.run), so work keeps
+//     another, if tasks are making tasks (Worker.run, foundWork), so work keeps
 //     spreading. Without the limit every idle worker would spin on the
 //     same victims.
 //  2. A task made available (pushed to a shard, a run queue, a LIFO or
@@ -293,7 +293,7 @@ func (id *idle) notifyFrom(g int, domains []int) {
 		return
 	}
 	if waker := id.p.workerOf(); waker != nil && waker != w {
-		w.aim(waker) // the waker runs on: keep w off its CPU
+		w.th.Aim(waker.th) // the waker runs on: keep w off its CPU
 	}
 	w.wake()
 }

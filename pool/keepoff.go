@@ -3,8 +3,9 @@ package pool
 import "time"
 
 // keepOff is when a worker may steal from each other domain again: it took
-// loop work of a domain that the domain must keep (piece.run), and stealing
-// more of it would only send that back too.
+// work that the domain must keep, loop pieces (piece.run) or tasks that
+// prefer their node while it keeps up (soft.go), and stealing more of it
+// would only send that back too.
 type keepOff struct {
 	until []time.Time // per domain; nil until first used
 	last  time.Time   // the latest of until, zero once passed

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/numapool/numapool/topology"
+	"github.com/numapool/numapool/pool/internal/place"
 )
 
 // CPU kinds (topology.Kind): the performance and efficiency cores of a
@@ -61,73 +61,9 @@ func WithCPUKind(kind string) Option {
 	})
 }
 
-// namedKinds reports whether t names its kinds: two or more of them,
-// ranked.
-func namedKinds(t *topology.Topology) bool {
-	for _, k := range t.Kinds {
-		if k.Name != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// keepKind narrows each node to its CPUs of the named kind, dropping
-// nodes left with none; note says what it did for Explain. It fails when
-// no node keeps a CPU.
-func keepKind(t *topology.Topology, nodes []topology.Node, kind, from string) (_ []topology.Node, note string, _ error) {
-	if !namedKinds(t) {
-		return nodes, fmt.Sprintf("CPU kind %s: the CPUs are all alike (no kind is named performance or efficiency), so every CPU is kept", kind), nil
-	}
-	kindCPUs := t.KindCPUs(kind)
-	var names []string
-	for _, k := range t.Kinds {
-		if k.Name != "" {
-			names = append(names, fmt.Sprintf("%s CPUs %s", k.Name, k.CPUs))
-		}
-	}
-	var kept []topology.Node
-	var dropped []string
-	for _, n := range nodes {
-		cpus := n.CPUs.And(kindCPUs)
-		if cpus.IsEmpty() {
-			dropped = append(dropped, fmt.Sprint(n.ID))
-			continue
-		}
-		n.CPUs = cpus
-		kept = append(kept, n)
-	}
-	if len(kept) == 0 {
-		return nil, "", fmt.Errorf("pool: %sCPU kind %s: no allowed CPU of that kind (%s; allowed %s)", from, kind, strings.Join(names, ", "), t.Allowed)
-	}
-	note = fmt.Sprintf("CPU kind %s: CPUs %s", kind, kindCPUs.And(t.Allowed))
-	if len(dropped) > 0 {
-		note += fmt.Sprintf("; nodes %s have none and get no worker", strings.Join(dropped, ","))
-	}
-	return kept, note, nil
-}
-
-// capacity is the capacity of topology CPU id (topology.CPU.Capacity,
-// 1024 for the most capable CPU); a CPU the topology gives none counts
-// as full.
-func capacity(t *topology.Topology, id int) uint64 {
-	if c, ok := t.CPU(id); ok && c.Capacity > 0 {
-		return uint64(c.Capacity)
-	}
-	return 1024
-}
-
-// kindName is the name of topology CPU id's kind, "" if it has none.
-func kindName(t *topology.Topology, id int) string {
-	if k, ok := t.KindOf(id); ok {
-		return k.Name
-	}
-	return ""
-}
-
 // Kind returns the name of the kind of the worker's CPU: "performance" or
 // "efficiency" on a hybrid machine, "" where the CPUs are all alike.
-func (w *Worker) Kind() string { return kindName(w.pool.topo, w.cpu) }
+func (w *Worker) Kind() string { return place.KindName(w.pool.topo, w.cpu) }
 
 // kindStats sums the workers' counters by kind; nil when no worker's CPU
 // has a named kind.
@@ -152,14 +88,14 @@ func kindStats(ws []WorkerStats) map[string]Counters {
 // whose workers are (strict work for that node runs at the slow kind's
 // speed; its loop blocks are sized by capacity and are not slower).
 func (p *sched) slowKindWarnings() []string {
-	if !namedKinds(p.topo) {
+	if !place.NamedKinds(p.topo) {
 		return nil
 	}
 	var slowNodes []string
 	for _, g := range p.domains {
 		slow := true
 		for _, w := range g.workers {
-			slow = slow && kindName(p.topo, w.cpu) == kindEfficiency
+			slow = slow && place.KindName(p.topo, w.cpu) == kindEfficiency
 		}
 		if slow {
 			slowNodes = append(slowNodes, fmt.Sprint(g.node.ID))

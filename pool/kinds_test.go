@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -268,7 +269,7 @@ func TestLoopSharesFollowCapacity(t *testing.T) {
 	var total float64
 	for _, w := range p.workers {
 		a := acct[w.id]
-		weight[w.id] = float64(capacity(p.topo, w.cpu)) * (a.latest - a.first).Seconds()
+		weight[w.id] = float64(place.Capacity(p.topo, w.cpu)) * (a.latest - a.first).Seconds()
 		total += weight[w.id]
 		if a.left > n/10 {
 			t.Errorf("worker %d (%s) ran out of work with %d of %d indexes not started", w.id, w.Kind(), a.left, n)
@@ -278,7 +279,7 @@ func TestLoopSharesFollowCapacity(t *testing.T) {
 		a := acct[w.id]
 		share := float64(a.done) / n
 		want := weight[w.id] / total
-		t.Logf("worker %d (%s): %.3f of the indexes; capacity %d, %v of CPU in the loop: %.3f expected", w.id, w.Kind(), share, capacity(p.topo, w.cpu), a.latest-a.first, want)
+		t.Logf("worker %d (%s): %.3f of the indexes; capacity %d, %v of CPU in the loop: %.3f expected", w.id, w.Kind(), share, place.Capacity(p.topo, w.cpu), a.latest-a.first, want)
 		if share < want*0.9 || share > want*1.1 {
 			t.Errorf("worker %d (%s) ran %.3f of the indexes, want %.3f within 10 %%", w.id, w.Kind(), share, want)
 		}

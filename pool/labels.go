@@ -54,6 +54,16 @@ const (
 // each time they start, an allocation per task.
 const maxLabelSets = 4096
 
+// observing is what a worker keeps for observing (owner only): the
+// label set its goroutine runs under now (nil: the worker's own alone),
+// its own labels, and the histograms of sampled tasks (histogram.go).
+type observing struct {
+	labels    *labelSet
+	ownLabels context.Context
+	lat       latencies
+	pubLat    publishedLatencies
+}
+
 // labelSet is one set of pprof labels that tasks run under, beside the
 // worker's own. merged holds, per worker ID, the set merged with that
 // worker's labels, as the context SetGoroutineLabels takes; only that
@@ -143,7 +153,7 @@ func (c *labelCache) intern(pairs []string, workers int) *labelSet {
 // set's equal keys.
 func (w *Worker) labelsFor(s *labelSet) context.Context {
 	if s == nil {
-		return w.ownLabels
+		return w.obs.ownLabels
 	}
 	if s.merged != nil && w.id < len(s.merged) {
 		if ctx := s.merged[w.id]; ctx != nil {
@@ -165,18 +175,18 @@ func (w *Worker) nodeLabel() string { return strconv.Itoa(w.domain.node.ID) }
 // startLabels gives the worker's goroutine its own labels, dropping
 // whatever it inherited from the goroutine that started it.
 func (w *Worker) startLabels() {
-	if w.ownLabels == nil {
-		w.ownLabels = pprof.WithLabels(context.Background(),
+	if w.obs.ownLabels == nil {
+		w.obs.ownLabels = pprof.WithLabels(context.Background(),
 			pprof.Labels(labelNode, w.nodeLabel(), labelWorker, strconv.Itoa(w.id)))
 	}
-	w.labels = nil
-	pprof.SetGoroutineLabels(w.ownLabels)
+	w.obs.labels = nil
+	pprof.SetGoroutineLabels(w.obs.ownLabels)
 }
 
 // runUnder makes s the labels w's goroutine runs under.
 func (w *Worker) runUnder(s *labelSet) {
-	if s != w.labels {
-		w.labels = s
+	if s != w.obs.labels {
+		w.obs.labels = s
 		pprof.SetGoroutineLabels(w.labelsFor(s))
 	}
 }
@@ -184,7 +194,7 @@ func (w *Worker) runUnder(s *labelSet) {
 // inherit gives t, made by the task running on w, that task's label set
 // if it has none of its own.
 func (w *Worker) inherit(t *task) {
-	if w.labels != nil && t.labels == nil {
-		t.labels = w.labels
+	if w.obs.labels != nil && t.labels == nil {
+		t.labels = w.obs.labels
 	}
 }

@@ -343,7 +343,7 @@ func TestLabelledTasksRunOnce(t *testing.T) {
 			// newTask makes of it must not (the workers have ended, so
 			// their lists are the test's to take from).
 			for _, w := range p.workers {
-				for range len(w.free) {
+				for range len(w.recs.free) {
 					if rec := w.newTask(func(*Worker) {}, noHome); rec.labels != nil || rec.at != 0 {
 						t.Fatalf("worker %d made a task from a record with labels %v, stamp %d", w.id, rec.labels, rec.at)
 					}

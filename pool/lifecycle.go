@@ -107,7 +107,7 @@ import (
 // waiter gets ErrAbandoned: a later Close, which waits for the last
 // worker, returns the final count.
 //
-// The CPUs. A pool's claim on its workers' CPUs (claims.go) is given back
+// The CPUs. A pool's claim on its workers' CPUs (internal/place/claims.go) is given back
 // by the last worker to end, not when a Shutdown gives up: a worker still
 // in a task still runs on its CPU, and a pool made meanwhile should place
 // its workers beside it rather than on it.
@@ -434,10 +434,10 @@ func (p *sched) workerEnded() {
 	if p.live.Add(-1) != 0 {
 		return
 	}
-	p.unwatch()
+	p.placer.Unwatch()
 	if swept := p.sweep.lastOut(); swept != nil {
 		<-swept // nobody else takes from the queues now
-		p.claim.release()
+		p.claim.Release()
 		for _, w := range p.workers {
 			w.dropLocal(true)
 		}
@@ -456,7 +456,7 @@ func (p *sched) workerEnded() {
 		left += g.queued()
 	}
 	p.abandoned.Add(int64(left))
-	p.claim.release()
+	p.claim.Release()
 	close(p.done)
 	for _, w := range p.workers {
 		w.dropLocal(false)

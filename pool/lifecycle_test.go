@@ -2127,7 +2127,7 @@ func TestCloseLeavesNoThreads(t *testing.T) {
 	p := newTestPool(t, WithSpec("4x2"))
 	var tids []int
 	for _, w := range p.workers {
-		tids = append(tids, int(w.tid.Load())) // set before the worker reported to New
+		tids = append(tids, w.th.TID()) // set before the worker reported to New
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)

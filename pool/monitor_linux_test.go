@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,7 +80,7 @@ func TestProcessNarrowedFromOutside(t *testing.T) {
 			}
 			planned := make([]topology.CPUSet, len(p.workers))
 			for i, w := range p.workers {
-				planned[i] = w.bound
+				planned[i] = w.th.Bound()
 			}
 			s := startStream(t, p, 1<<20)
 			if !masksAre(p, planned, hangBound) {
@@ -133,13 +132,13 @@ func TestOneThreadNarrowedFromOutsideIsHonoured(t *testing.T) {
 	}
 	s := startStream(t, p, 1<<20)
 	w := p.workers[1]
-	if w.bound.Len() < 2 {
+	if w.th.Bound().Len() < 2 {
 		s.finish(t, p)
-		t.Skipf("worker 1 is bound to %s: nothing to narrow", w.bound)
+		t.Skipf("worker 1 is bound to %s: nothing to narrow", w.th.Bound())
 	}
 	one := topology.NewCPUSet(b)
 	var tid int
-	if !eventually(hangBound, func() bool { tid = int(w.tid.Load()); return tid > 0 }) {
+	if !eventually(hangBound, func() bool { tid = w.th.TID(); return tid > 0 }) {
 		t.Fatal("worker 1 has no thread")
 	}
 	if err := setThreadMask(tid, one); err != nil {
@@ -159,11 +158,11 @@ func TestOneThreadNarrowedFromOutsideIsHonoured(t *testing.T) {
 	}
 	// Set back from outside to the CPUs the pool would bind it to: the
 	// pool takes it as its own again.
-	if err := setThreadMask(tid, w.bound); err != nil {
+	if err := setThreadMask(tid, w.th.Bound()); err != nil {
 		t.Fatal(err)
 	}
 	if !eventually(watchBound, func() bool { return !strings.Contains(p.Explain(), "worker 1 (node") }) {
-		t.Errorf("worker 1's thread set back to %s: Explain still reports it degraded:\n%s", w.bound, p.Explain())
+		t.Errorf("worker 1's thread set back to %s: Explain still reports it degraded:\n%s", w.th.Bound(), p.Explain())
 	}
 	s.finish(t, p)
 }
@@ -209,15 +208,15 @@ func TestCoresBindingFollowsACPUThatComesBack(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"), WithBinding(pin.Cores), withMachine(f, fakeWatch))
 	s := startStream(t, p, 1<<20)
 	w1 := p.workers[1]
-	if !w1.bound.Equal(topology.NewCPUSet(b)) {
+	if !w1.th.Bound().Equal(topology.NewCPUSet(b)) {
 		s.finish(t, p)
-		t.Skipf("worker 1 bound to %s, not CPU %d", w1.bound, b)
+		t.Skipf("worker 1 bound to %s, not CPU %d", w1.th.Bound(), b)
 	}
 	f.offline(topology.NewCPUSet(b))
 	if !masksAre(p, []topology.CPUSet{topology.NewCPUSet(a), topology.NewCPUSet(a)}, hangBound) {
 		t.Errorf("CPU %d offline: worker masks %v", b, workerMasks(p))
 	}
-	tid := int(w1.tid.Load())
+	tid := w1.th.TID()
 	_ = setThreadMask(tid, all) // what the kernel does to a thread whose only CPU went
 	f.set(all, 2)
 	if !masksAre(p, []topology.CPUSet{topology.NewCPUSet(a), topology.NewCPUSet(b)}, hangBound) {
@@ -301,7 +300,7 @@ func TestCgroupCpusetShrinksAndGrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planned := []topology.CPUSet{p.workers[0].bound, p.workers[1].bound}
+	planned := []topology.CPUSet{p.workers[0].th.Bound(), p.workers[1].th.Bound()}
 	s := startStream(t, p, 1<<20)
 	one := topology.NewCPUSet(a)
 	write("cpuset.cpus", strconv.Itoa(a))
@@ -316,22 +315,4 @@ func TestCgroupCpusetShrinksAndGrows(t *testing.T) {
 		t.Errorf("cpuset restored to %s: worker masks %v, want the plan's %v", pair, workerMasks(p), planned)
 	}
 	s.finish(t, p)
-}
-
-// A look reads the same sets from its open files as a reading from
-// scratch does.
-func TestMachineReaderReadsWhatTopologyReads(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r := newMachineReader()
-	defer r.files.close()
-	for range 3 {
-		got, want := r.read().pc, topology.ReadProcessCPUsOf(0)
-		if !got.Mask.Equal(want.Mask) || !got.Online.Equal(want.Online) || !got.Cgroup.Equal(want.Cgroup) || got.CgroupFile != want.CgroupFile {
-			t.Fatalf("a look read %+v, a fresh reading %+v", got, want)
-		}
-		if got.Online.IsEmpty() {
-			t.Fatal("a look read no online CPU")
-		}
-	}
 }

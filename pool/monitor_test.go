@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -20,7 +21,7 @@ import (
 // as the test sets them, in place of what the reference thread reads.
 type fakeMachine struct {
 	mu sync.Mutex
-	r  machineReading
+	r  place.Reading
 }
 
 func newFakeMachine(cpus topology.CPUSet, procs int) *fakeMachine {
@@ -32,18 +33,18 @@ func newFakeMachine(cpus topology.CPUSet, procs int) *fakeMachine {
 // set makes cpus the process's CPUs: its mask, and the online CPUs.
 func (f *fakeMachine) set(cpus topology.CPUSet, procs int) {
 	f.mu.Lock()
-	f.r = machineReading{pc: topology.ProcessCPUs{Mask: cpus, Online: cpus}, procs: procs}
+	f.r = place.Reading{PC: topology.ProcessCPUs{Mask: cpus, Online: cpus}, Procs: procs}
 	f.mu.Unlock()
 }
 
 // offline takes cpus offline, as hotplug does: the mask stays.
 func (f *fakeMachine) offline(cpus topology.CPUSet) {
 	f.mu.Lock()
-	f.r.pc.Online = f.r.pc.Online.AndNot(cpus)
+	f.r.PC.Online = f.r.PC.Online.AndNot(cpus)
 	f.mu.Unlock()
 }
 
-func (f *fakeMachine) read() machineReading {
+func (f *fakeMachine) read() place.Reading {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.r
@@ -76,7 +77,7 @@ func twoCPUs(t *testing.T) (all topology.CPUSet, a, b int) {
 func workerMasks(p *Pool) []topology.CPUSet {
 	out := make([]topology.CPUSet, len(p.workers))
 	for i, w := range p.workers {
-		if tid := int(w.tid.Load()); tid > 0 {
+		if tid := w.th.TID(); tid > 0 {
 			out[i], _ = topology.ThreadAffinity(tid)
 		}
 	}
@@ -169,9 +170,9 @@ func TestReplanMovesWorkersInsideTheProcessCPUs(t *testing.T) {
 			f := newFakeMachine(all, 2)
 			p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
 			w0, w1 := p.workers[0], p.workers[1]
-			if !w0.bound.Equal(topology.NewCPUSet(a)) || !w1.bound.Equal(topology.NewCPUSet(b)) {
+			if !w0.th.Bound().Equal(topology.NewCPUSet(a)) || !w1.th.Bound().Equal(topology.NewCPUSet(b)) {
 				_ = p.Close()
-				t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.bound, w1.bound, a, b)
+				t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.th.Bound(), w1.th.Bound(), a, b)
 			}
 			s := startStream(t, p, 1<<20)
 			left := topology.NewCPUSet(a)
@@ -185,7 +186,7 @@ func TestReplanMovesWorkersInsideTheProcessCPUs(t *testing.T) {
 				t.Fatalf("node 1's CPU gone: worker masks %v, want %v", workerMasks(p), want)
 			}
 			explain := p.Explain()
-			for _, say := range []string{"re-plans:", "worker 1 " + w1.bound.String() + " -> " + left.String(), "node 1 has none of the process's CPUs: on node 0"} {
+			for _, say := range []string{"re-plans:", "worker 1 " + w1.th.Bound().String() + " -> " + left.String(), "node 1 has none of the process's CPUs: on node 0"} {
 				if !strings.Contains(explain, say) {
 					t.Errorf("Explain does not say %q:\n%s", say, explain)
 				}
@@ -194,7 +195,7 @@ func TestReplanMovesWorkersInsideTheProcessCPUs(t *testing.T) {
 				t.Errorf("Stats: worker 1 bound to %q, want %q", got, left)
 			}
 			f.set(all, 2)
-			want = []topology.CPUSet{w0.bound, w1.bound}
+			want = []topology.CPUSet{w0.th.Bound(), w1.th.Bound()}
 			if !masksAre(p, want, hangBound) {
 				t.Errorf("node 1's CPU back: worker masks %v, want %v", workerMasks(p), want)
 			}
@@ -245,9 +246,8 @@ func TestExplainReportsCPUsThatCameAfterNew(t *testing.T) {
 // first pool and ends with the last; a watch of 0 makes no look.
 func TestMonitorRunsWhilePoolsLive(t *testing.T) {
 	running := func() bool {
-		monitor.Lock()
-		defer monitor.Unlock()
-		return monitor.run != nil
+		on, _ := place.MonitorRunning()
+		return on
 	}
 	if !eventually(hangBound, func() bool { return !running() }) {
 		t.Skip("a pool of another test still runs")
@@ -266,11 +266,9 @@ func TestMonitorRunsWhilePoolsLive(t *testing.T) {
 	if running() {
 		t.Error("the monitor runs on after the last pool ended")
 	}
-	monitor.Lock()
-	if len(monitor.pools) != 0 {
-		t.Errorf("the monitor still watches %d pools", len(monitor.pools))
+	if _, n := place.MonitorRunning(); n != 0 {
+		t.Errorf("the monitor still watches %d pools", n)
 	}
-	monitor.Unlock()
 }
 
 func TestMachineWatchSettings(t *testing.T) {
@@ -309,11 +307,11 @@ func BenchmarkMachineLook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	r := newMachineReader()
-	defer r.files.close()
+	r := place.NewReader()
+	defer r.Close()
 	b.ResetTimer()
 	for range b.N {
-		p.observe(r.read(), time.Now())
+		p.placer.Observe(r.Read(), time.Now())
 	}
 }
 
@@ -328,18 +326,18 @@ func TestKernelWideningIsNotHonoured(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"), withMachine(f, fakeWatch))
 	defer p.Close()
 	w0, w1 := p.workers[0], p.workers[1]
-	if !w0.bound.Equal(topology.NewCPUSet(a)) || !w1.bound.Equal(topology.NewCPUSet(b)) {
-		t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.bound, w1.bound, a, b)
+	if !w0.th.Bound().Equal(topology.NewCPUSet(a)) || !w1.th.Bound().Equal(topology.NewCPUSet(b)) {
+		t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", w0.th.Bound(), w1.th.Bound(), a, b)
 	}
 	s := startStream(t, p, 1<<20)
 	var tid int
-	if !eventually(hangBound, func() bool { tid = int(w1.tid.Load()); return tid > 0 }) {
+	if !eventually(hangBound, func() bool { tid = w1.th.TID(); return tid > 0 }) {
 		t.Fatal("worker 1 has no thread")
 	}
 	if err := pin.Aim(tid, all); err != nil { // as the kernel does
 		t.Fatal(err)
 	}
-	want := []topology.CPUSet{w0.bound, w1.bound}
+	want := []topology.CPUSet{w0.th.Bound(), w1.th.Bound()}
 	if !masksAre(p, want, hangBound) {
 		t.Errorf("worker 1 widened to %s by the kernel: masks %v, want %v", all, workerMasks(p), want)
 	}
@@ -359,7 +357,7 @@ func TestExplainLauncherFollowsTheCpuset(t *testing.T) {
 	defer p.Close()
 	one := topology.NewCPUSet(a)
 	f.mu.Lock()
-	f.r.pc = topology.ProcessCPUs{Mask: one, Online: all, Cgroup: one, CgroupFile: "/sys/fs/cgroup/job/cpuset.cpus.effective"}
+	f.r.PC = topology.ProcessCPUs{Mask: one, Online: all, Cgroup: one, CgroupFile: "/sys/fs/cgroup/job/cpuset.cpus.effective"}
 	f.mu.Unlock()
 	want := "CPUs given 1 of " + fmt.Sprint(all.Len()) + " online"
 	if !eventually(hangBound, func() bool { return strings.Contains(p.Explain(), want) }) {

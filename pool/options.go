@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/steal"
 	"github.com/numapool/numapool/topology"
 )
@@ -50,9 +51,9 @@ type config struct {
 	workersEnv   string        // NUMAPOOL_NUM_WORKERS, when workers came from it
 	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
 	blockTimeSet bool
-	watch        time.Duration         // the machine monitor's interval; 0: off (monitor.go)
-	watchSet     bool                  // watch came from WithMachineWatch
-	machine      func() machineReading // reads the process's CPUs instead of the reference thread (tests)
+	watch        time.Duration        // the machine monitor's interval; 0: off (internal/place/monitor.go)
+	watchSet     bool                 // watch came from WithMachineWatch
+	machine      func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
 }
 
 // DefaultBlockTime is how long an idle worker keeps looking for work
@@ -137,7 +138,7 @@ func WithMachineWatch(interval time.Duration) Option {
 // GOMAXPROCS), or one per CPU of a synthetic topology). Each worker of a
 // binding that locks a thread holds a thread of its own: New returns an
 // error wrapping ErrTooManyWorkers when the process may not start that
-// many threads (threads.go).
+// many threads (internal/place/limits.go).
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {
@@ -357,7 +358,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 }
 
 func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error) {
-	c := config{binding: pin.NUMADomains, mode: steal.Hierarchical, watch: defaultMachineWatch}
+	c := config{binding: pin.NUMADomains, mode: steal.Hierarchical, watch: place.DefaultWatch}
 	for _, o := range opts {
 		if o == nil {
 			return c, fmt.Errorf("pool: nil Option")
@@ -410,4 +411,24 @@ func (c *config) placesEnv(v string) error {
 	}
 	c.binding = b
 	return nil
+}
+
+// planRequest is what New asks of the plan, inside the process's CPUs
+// now (cpus); monitorThread says New is to start the machine monitor.
+func (c config) planRequest(cpus topology.CPUSet, monitorThread bool) place.Request {
+	r := place.Request{Topo: c.topo, Spec: c.spec, Nodes: c.nodes, Kind: c.kind, Workers: c.workers,
+		Binding: c.binding, Required: c.required, CPUs: cpus, MonitorThread: monitorThread}
+	if c.specEnv {
+		r.SpecFrom = fmt.Sprintf("%s=%q: ", envTopology, c.spec)
+	}
+	if c.nodesEnv != "" {
+		r.NodesFrom = fmt.Sprintf("%s=%q: ", envNodes, c.nodesEnv)
+	}
+	if c.kindEnv != "" {
+		r.KindFrom = fmt.Sprintf("%s=%q: ", envPlaces, c.kindEnv)
+	}
+	if c.workersEnv != "" {
+		r.WorkersFrom = fmt.Sprintf("%s=%s: ", envNumWorkers, c.workersEnv)
+	}
+	return r
 }

@@ -28,7 +28,7 @@ import (
 // that called Goexit, and every task that was waiting on the same stack
 // (helping inside Join, Group.Wait, Future.Wait, a loop), completes with
 // ErrGoexit; then the worker goes on in a new goroutine on a new thread
-// (replace, worker.go).
+// (replace, thread.go).
 
 // ErrGoexit is what waiters get for a task that ended by runtime.Goexit
 // (t.Fatal, t.FailNow and t.SkipNow call it), or that was waiting on a

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/numapool/numapool/pool/internal/place"
 )
 
 // Every waiter of a task that ends by runtime.Goexit returns ErrGoexit:
@@ -165,7 +167,7 @@ func TestGoexitHandsOnTheJoinSlot(t *testing.T) {
 // hands the ended goroutine's to. Linux only: elsewhere a thread has no ID
 // here.
 func TestGoexitLeavesNoImpostor(t *testing.T) {
-	if threadID() == 0 {
+	if place.ThreadID() == 0 {
 		t.Skip("no thread IDs on " + runtime.GOOS)
 	}
 	p := newTestPool(t, WithSpec("2x1"))
@@ -201,7 +203,7 @@ func outsideCalls(p *Pool, calls int, done chan struct{}, wrong *atomic.Int64) {
 			_, _ = Run(p, func(w *Worker) (int, error) {
 				// A worker's thread runs only its goroutine: a function on
 				// another thread runs on a goroutine taken for the worker.
-				if threadID() != int(w.tid.Load()) {
+				if place.ThreadID() != w.th.TID() {
 					wrong.Add(1)
 				}
 				return i, nil

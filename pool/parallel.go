@@ -179,14 +179,14 @@ func (pc *piece) run(w *Worker) {
 		if !w.pool.cfg.crossLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
-			w.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter))
+			w.seek.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter))
 			return
 		}
 		if since := time.Since(pc.offered); since < crossNodeAfter {
 			// Fresh work of a busy node: leave it to that node, and
 			// leave the node alone until the piece may be helped with.
 			w.sendHome(g, s.piece(lo, hi, home, pc.offered, false), true)
-			w.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter-since))
+			w.seek.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter-since))
 			return
 		}
 		if hi-lo > s.grain {

@@ -20,15 +20,15 @@ func (w *Worker) park(l *latch) bool {
 		// its task is still running.
 		w.handle.Store(nil)
 	}
-	recheck, allParked := p.idle.toParked(w, w.searching, l != nil)
-	w.searching = false
+	recheck, allParked := p.idle.toParked(w, w.seek.searching, l != nil)
+	w.seek.searching = false
 	// The keep-offs as of one reading of the clock: the re-check leaves
 	// out the domains held then, and sleep wakes when the first of those
 	// holds ends, though it may have ended by the time it sleeps.
-	w.keepOff.look()
-	wakeAt := w.keepOff.next(w.keepOff.now)
+	w.seek.keepOff.look()
+	wakeAt := w.seek.keepOff.next(w.seek.keepOff.now)
 	if recheck {
-		p.wakeForPending(w.domain, &w.keepOff)
+		p.wakeForPending(w.domain, &w.seek.keepOff)
 	} else if !w.domain.pinned.IsEmpty() {
 		// Others search, but a searcher of another domain never takes
 		// this domain's pinned work, and one that spins without end
@@ -118,7 +118,7 @@ func (w *Worker) parkWaiting(l *latch, wakeAt time.Time) bool {
 // that one counted it.
 func (w *Worker) unparkSelf() {
 	if self, searching := w.pool.idle.unparkSelf(w); !self {
-		w.searching = searching
+		w.seek.searching = searching
 	}
 }
 
@@ -126,7 +126,7 @@ func (w *Worker) unparkSelf() {
 // lists and woke it: searching says whether it was counted as searching
 // (notify, for work) or not (wakeWaiter, for its latch).
 func (w *Worker) awake(searching bool) {
-	w.searching = searching
+	w.seek.searching = searching
 	if searching && len(w.pool.domains) > 1 {
 		w.domain.busyAt.Store(w.pool.clock(time.Now())) // at it (soft.go)
 	}
@@ -147,16 +147,16 @@ func (w *Worker) sleep(until time.Time) bool {
 	if d <= 0 {
 		return false
 	}
-	if w.keepTimer == nil {
-		w.keepTimer = time.NewTimer(d)
+	if w.seek.keepTimer == nil {
+		w.seek.keepTimer = time.NewTimer(d)
 	} else {
-		w.keepTimer.Reset(d)
+		w.seek.keepTimer.Reset(d)
 	}
 	select {
 	case <-w.wakeCh:
-		w.keepTimer.Stop()
+		w.seek.keepTimer.Stop()
 		return true
-	case <-w.keepTimer.C:
+	case <-w.seek.keepTimer.C:
 		return false
 	}
 }
@@ -201,7 +201,7 @@ func (w *Worker) spin(l *latch) item {
 			continue
 		}
 		nextLook = now + int64(gaugeEvery)
-		seq, runnable := p.runnable.waiting(now, w.runnable[:])
+		seq, runnable := p.runnable.waiting(now, w.seek.runnable[:])
 		switch crowded.look(seq, runnable, limit >= 0) {
 		case giveWayPark:
 			return item{}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/numapool/numapool/pool/internal/place"
 )
 
 // idleWindow is how long TestIdleCPU measures a parked pool, and
@@ -108,16 +110,12 @@ func TestIdleCPU(t *testing.T) {
 func poolThreads(p *Pool) []int {
 	var tids []int
 	for _, w := range p.workers {
-		if tid := int(w.tid.Load()); tid > 0 {
+		if tid := w.th.TID(); tid > 0 {
 			tids = append(tids, tid)
 		}
 	}
-	monitor.Lock()
-	if monitor.run != nil {
-		if tid := int(monitor.run.tid.Load()); tid > 0 {
-			tids = append(tids, tid)
-		}
+	if tid := place.MonitorTID(); tid > 0 {
+		tids = append(tids, tid)
 	}
-	monitor.Unlock()
 	return tids
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
 	"github.com/numapool/numapool/topology"
@@ -30,8 +31,8 @@ var (
 	// ErrTooManyWorkers: New was asked for more workers locked to threads
 	// than the process may start threads for (the Go runtime's
 	// debug.SetMaxThreads, a cgroup's pids.max, RLIMIT_NPROC); the error
-	// names the count, the room and the limit (threads.go).
-	ErrTooManyWorkers = errors.New("pool: more workers than threads the process may start")
+	// names the count, the room and the limit.
+	ErrTooManyWorkers = place.ErrTooManyWorkers
 	// ErrInsideTask: Close or Shutdown was called from one of the pool's
 	// own tasks, which cannot wait for the pool to drain (it would wait
 	// for itself). Intake is closed and the pool drains on its own; call
@@ -100,14 +101,8 @@ type sched struct {
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	notes      []string // what a setting chose (the CPU kind), for Explain
 	degradedMu sync.Mutex
-	started    time.Time // the pool's clock starts (clock)
-	// The machine as the monitor last saw it (monitor.go), and the log of
-	// re-plans for Explain, under degradedMu.
-	machine   atomic.Pointer[machineState]
-	looks     uint64          // the monitor's looks at the pool (monitor only)
-	startCPUs topology.CPUSet // the process's CPUs New planned inside
-	replans   []string
-	nReplans  int
+	started    time.Time     // the pool's clock starts (clock)
+	placer     *place.Placer // where the workers' threads run, and the machine as the monitor last saw it
 
 	// The life cycle (lifecycle.go).
 	state     atomic.Int32 // running, closing, drained, aborting
@@ -119,8 +114,8 @@ type sched struct {
 	live      atomic.Int32  // workers not yet ended
 	done      chan struct{} // closed by the last worker to end
 	abandoned atomic.Int64
-	sweep     sweep  // a Shutdown's drop of the queues while tasks still run
-	claim     *claim // the CPUs the workers are placed on, given back when the last one ends
+	sweep     sweep        // a Shutdown's drop of the queues while tasks still run
+	claim     *place.Claim // the CPUs the workers are placed on, given back when the last one ends
 }
 
 // New starts a pool. Without options it discovers this machine, makes one
@@ -138,31 +133,30 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd, held := firstReading(cfg) // held: the monitor runs, and stays until the last worker ends
-	pl, err := makePlan(cfg, rd.pc.Usable(), !held)
+	rd, held := place.FirstReading(cfg.machine) // held: the monitor runs, and stays until the last worker ends
+	pl, err := place.NewPlan(cfg.planRequest(rd.PC.Usable(), !held))
 	if err != nil {
 		if held {
-			releaseMonitor()
+			place.ReleaseMonitor()
 		}
 		return nil, err
 	}
-	p := &sched{cfg: cfg, topo: pl.topo, degraded: pl.degraded, notes: pl.notes, claim: pl.claim, started: time.Now(),
+	p := &sched{cfg: cfg, topo: pl.Topo, degraded: pl.Degraded, notes: pl.Notes, claim: pl.Claim, started: time.Now(),
 		intake: make(chan struct{}), done: make(chan struct{})}
-	p.machine.Store(&machineState{read: rd, cpus: rd.pc.Usable(), at: p.started})
-	p.startCPUs = rd.pc.Usable()
+	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
 	var nodeWorkers [][]int
-	for gi, gp := range pl.domains {
-		g := &domain{index: gi, node: gp.node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.distRow}
+	for gi, gp := range pl.Nodes {
+		g := &domain{index: gi, node: gp.Node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.Dist}
 		g.inject.SampleEvery(sampleEvery, p.stamped)
 		g.pinned.SampleEvery(sampleEvery, p.stamped)
 		if cfg.shardBound > 0 {
 			g.places = make(chan struct{}, cfg.shardBound)
 		}
 		var ids []int
-		for _, cpu := range gp.cpus {
-			w := newWorker(p, g, len(p.workers), cpu)
+		for _, cpu := range gp.CPUs {
+			w := newWorker(p, g, len(p.workers), cpu, p.placer.Thread(len(p.workers)))
 			g.workers = append(g.workers, w)
-			g.capacity += capacity(pl.topo, cpu)
+			g.capacity += place.Capacity(pl.Topo, cpu)
 			ids = append(ids, w.id)
 			p.workers = append(p.workers, w)
 		}
@@ -171,14 +165,14 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
-		p.claim.release()
+		p.claim.Release()
 		if held {
-			releaseMonitor()
+			place.ReleaseMonitor()
 		}
 		return nil, err
 	}
 	p.order = weightedOrder(p.domains)
-	p.cpuDomains = cpuDomains(pl.topo, p.domains)
+	p.cpuDomains = cpuDomains(pl.Topo, p.domains)
 	p.idle.init(p)
 
 	// Start the workers; each reports whether its placement held.
@@ -186,7 +180,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
-	p.watch(held) // before the workers start: the last to end lets go of the monitor
+	p.placer.Watch(held) // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
 		go w.main(errs)
 	}
@@ -216,13 +210,16 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	return pool, nil
 }
 
+// awake reports whether worker id is awake: on a CPU, not parked.
+func (p *sched) awake(id int) bool { return p.workers[id].handle.Load() != nil }
+
 // cpuDomains maps each OS CPU of the domains to the domains whose CPUs
 // hold it: one, except where synthetic nodes share OS CPUs.
 func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
 	var by [][]int
 	for _, g := range domains {
 		for _, c := range g.node.CPUs.List() {
-			os := osCPU(t, c)
+			os := place.OSCPU(t, c)
 			if os < 0 {
 				continue
 			}

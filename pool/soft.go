@@ -105,7 +105,7 @@ func (w *Worker) sendsHome(t *task) bool {
 	// Look again when the node may have been quiet for the patience, or
 	// sooner: its backlog may outgrow it (more work, or its tasks turn out
 	// longer than the last mean said).
-	w.keepOff.hold(g.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
+	w.seek.keepOff.hold(g.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
 	return true
 }
 

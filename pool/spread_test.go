@@ -20,9 +20,9 @@ func twoWideWorkers(t *testing.T, opts ...Option) *Pool {
 	}
 	p := newTestPool(t, append(opts, WithWorkers(2))...)
 	for _, w := range p.workers {
-		if w.spreadable().Len() < 2 || w.domain != p.workers[0].domain {
+		if w.th.Spreadable().Len() < 2 || w.domain != p.workers[0].domain {
 			p.Close()
-			t.Skipf("worker %d may run on CPUs %s: spreading needs two workers on a node of two CPUs or more", w.id, w.spreadable())
+			t.Skipf("worker %d may run on CPUs %s: spreading needs two workers on a node of two CPUs or more", w.id, w.th.Spreadable())
 		}
 	}
 	return p
@@ -53,7 +53,7 @@ func onBoth(t *testing.T, p *Pool, fn func(w *Worker)) {
 func TestSpreadSeparatesWorkers(t *testing.T) {
 	p := twoWideWorkers(t)
 	defer p.Close()
-	cpus := p.workers[0].spreadable()
+	cpus := p.workers[0].th.Spreadable()
 	c0 := cpus.First()
 	var one topology.CPUSet
 	one.Add(c0)
@@ -64,24 +64,24 @@ func TestSpreadSeparatesWorkers(t *testing.T) {
 	var mask topology.CPUSet
 	onBoth(t, p, func(w *Worker) {
 		if w.id == 0 {
-			w.setMask(one) // as if the kernel had put it there
-			w.spread()     // reports c0; nobody of lower ID to give way to
+			w.th.SetMask(one) // as if the kernel had put it there
+			w.th.Spread()     // reports c0; nobody of lower ID to give way to
 			w0Ready.Done()
 			w1Done.Wait() // stays awake on c0 meanwhile
 			return
 		}
 		defer w1Done.Done()
 		w0Ready.Wait()
-		w.setMask(one)
-		before := w.c.Spreads
+		w.th.SetMask(one)
 		from = c0
-		w.spread()
-		spreads = int(w.c.Spreads - before)
+		if w.th.Spread() {
+			spreads++
+		}
 		to, _, _ = pin.CurrentCPU()
 		mask, _ = topology.ThreadAffinity(0)
 		moved = 1
 	})
-	onBoth(t, p, func(w *Worker) { w.setMask(cpus) })
+	onBoth(t, p, func(w *Worker) { w.th.SetMask(cpus) })
 	if moved != 1 || spreads != 1 || to == from || !cpus.Has(to) || !mask.Equal(cpus) {
 		t.Errorf("worker 1 on CPU %d with worker 0: %d spreads, now on CPU %d with mask %s; want one move to another CPU of %s, mask %s",
 			from, spreads, to, mask, cpus, cpus)
@@ -106,9 +106,9 @@ func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
 	)
 	whileOtherParks(t, p, func(w, other *Worker) {
 		wakerCPU, _, _ = pin.CurrentCPU()
-		other.aim(w)
-		aimedMask, _ = topology.ThreadAffinity(int(other.tid.Load()))
-		aimed = other.aimed.Load()
+		other.th.Aim(w.th)
+		aimedMask, _ = topology.ThreadAffinity(other.th.TID())
+		aimed = other.th.Aimed()
 		var ran atomic.Bool
 		w.Spawn(func(w *Worker) { // the other worker takes it: this one spins
 			s.worker = w.id
@@ -119,15 +119,15 @@ func TestAimWakesAWorkerOffTheWakersCPU(t *testing.T) {
 		for !ran.Load() {
 		}
 	})
-	cpus := p.workers[0].spreadable()
-	if aimedMask.IsEmpty() || aimedMask.Has(wakerCPU) || !aimedMask.IsSubsetOf(p.workers[0].spreadable()) || !aimed {
+	cpus := p.workers[0].th.Spreadable()
+	if aimedMask.IsEmpty() || aimedMask.Has(wakerCPU) || !aimedMask.IsSubsetOf(p.workers[0].th.Spreadable()) || !aimed {
 		t.Errorf("aimed worker has mask %s (waker on CPU %d, aimed %v); want CPUs of its node other than the waker's", aimedMask, wakerCPU, aimed)
 	}
 	if s.cpu == wakerCPU || !s.mask.Equal(cpus) {
 		t.Errorf("the woken worker ran on CPU %d with mask %s (waker on CPU %d); want another CPU, mask %s", s.cpu, s.mask, wakerCPU, cpus)
 	}
 	for _, w := range p.workers {
-		if w.aimed.Load() {
+		if w.th.Aimed() {
 			t.Errorf("worker %d still marked aimed after its wake-up", w.id)
 		}
 	}
@@ -152,22 +152,21 @@ func TestAimCountsTheWakersCPUNow(t *testing.T) {
 	}
 	whileOtherParks(t, p, func(w, other *Worker) {
 		var one topology.CPUSet
-		one.Add(w.spreadable().First())
-		if got.err = w.thread.Set(one); got.err != nil { // stay on one CPU meanwhile
+		one.Add(w.th.Spreadable().First())
+		if got.err = pin.Aim(w.th.TID(), one); got.err != nil { // stay on one CPU meanwhile
 			return
 		}
-		defer func() { _ = w.thread.Set(w.spreadable()) }()
+		defer func() { _ = pin.Aim(w.th.TID(), w.th.Spreadable()) }()
 		got.wakerCPU, _, _ = pin.CurrentCPU()
-		w.onCPU.Store(int32(w.spreadable().AndNot(one).First())) // reported before, elsewhere
-		other.aim(w)
-		got.mask, _ = topology.ThreadAffinity(int(other.tid.Load()))
-		got.aimed = other.aimed.Load()
+		w.th.ReportCPU(w.th.Spreadable().AndNot(one).First()) // reported before, elsewhere
+		other.th.Aim(w.th)
+		got.mask, _ = topology.ThreadAffinity(other.th.TID())
+		got.aimed = other.th.Aimed()
 		// Widen it again, as its spread after a wake-up would; Thread.Set
 		// acts on the caller's thread, so through its ID.
-		if err := pin.Aim(int(other.tid.Load()), other.spreadable()); err != nil {
+		if err := pin.Aim(other.th.TID(), other.th.Spreadable()); err != nil {
 			t.Error(err)
 		}
-		other.aimed.Store(false)
 	})
 	if got.err != nil {
 		t.Fatal(got.err)
@@ -176,7 +175,7 @@ func TestAimCountsTheWakersCPUNow(t *testing.T) {
 	// waker's is free, the one of the stale report too.
 	var waker topology.CPUSet
 	waker.Add(got.wakerCPU)
-	want := p.workers[0].spreadable().AndNot(waker)
+	want := p.workers[0].th.Spreadable().AndNot(waker)
 	if !got.aimed || !got.mask.Equal(want) {
 		t.Errorf("worker aimed %v with mask %s (waker on CPU %d, its report stale); want mask %s",
 			got.aimed, got.mask, got.wakerCPU, want)

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"sync/atomic"
+
+	"github.com/numapool/numapool/pool/internal/place"
 )
 
 // Counters are a worker's (or a node's, or the pool's) event counts. A
@@ -35,7 +37,7 @@ type Counters struct {
 	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
 	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (thread.go)
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
-	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (monitor.go)
+	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (internal/place/monitor.go)
 }
 
 const nCounters = 21
@@ -82,35 +84,35 @@ type crossSteal struct {
 // known.
 func (w *Worker) stoleCross(moved uint64, pull bool) {
 	w.countCross()
-	w.cross = crossSteal{moved: moved, ran: w.c.TasksRun, pull: pull}
+	w.seek.cross = crossSteal{moved: moved, ran: w.c.TasksRun, pull: pull}
 }
 
 // countCross counts the open cross-node steal, if any, as one whose first
 // task ran here.
 func (w *Worker) countCross() {
 	switch {
-	case w.cross.moved == 0:
-	case w.cross.pull:
+	case w.seek.cross.moved == 0:
+	case w.seek.cross.pull:
 		w.c.InjectPullsCrossNode++
-		w.c.TasksPulledCrossNode += w.cross.moved
+		w.c.TasksPulledCrossNode += w.seek.cross.moved
 	default:
 		w.c.StealsCrossNode++
-		w.c.TasksStolenCrossNode += w.cross.moved
+		w.c.TasksStolenCrossNode += w.seek.cross.moved
 	}
-	w.cross.moved = 0
+	w.seek.cross.moved = 0
 }
 
 // sentHome counts the open cross-node take, if the task being sent home
 // is its first, in CrossNodeSentHome: a task sent home before it
 // was counted run (remade false), or a loop piece, which was (remade).
 func (w *Worker) sentHome(remade bool) {
-	ran := w.cross.ran
+	ran := w.seek.cross.ran
 	if remade {
 		ran++
 	}
-	if w.cross.moved != 0 && w.c.TasksRun == ran {
+	if w.seek.cross.moved != 0 && w.c.TasksRun == ran {
 		w.c.CrossNodeSentHome++
-		w.cross.moved = 0
+		w.seek.cross.moved = 0
 	}
 }
 
@@ -209,11 +211,11 @@ func (p *Pool) Stats() Stats {
 		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
 		for _, w := range g.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.boundNow().String(), Kind: kindName(p.topo, w.cpu), Counters: c}
+			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
-			w.pubLat.wait.addTo(&ns.QueueWait)
-			w.pubLat.run.addTo(&ns.RunTime)
+			w.obs.pubLat.wait.addTo(&ns.QueueWait)
+			w.obs.pubLat.run.addTo(&ns.RunTime)
 		}
 		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
 		switch p.state.Load() {

@@ -431,7 +431,7 @@ func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
 		panic("pool: SpawnWith of a nil function")
 	}
 	w.owner.check("SpawnWith")
-	t, ok := recordOf[*argTask[X]](&w.args)
+	t, ok := recordOf[*argTask[X]](&w.recs.args)
 	if !ok {
 		t = &argTask[X]{task: task{home: noHome}}
 		t.job = t
@@ -462,7 +462,7 @@ func (t *argTask[X]) run(w *Worker) {
 	fn, x := t.fn, t.x
 	var zero X
 	t.fn, t.x = nil, zero
-	w.args.keep(t)
+	w.recs.args.keep(t)
 	w.call(func(w *Worker) { fn(w, x) })
 }
 

@@ -756,7 +756,7 @@ func TestOutsideWorkWakesTheCallersNode(t *testing.T) {
 	wrong := 0
 	for i := range calls {
 		g := p.domains[i%2]
-		os := g.workers[0].bound
+		os := g.workers[0].th.Bound()
 		th, err := pin.Lock(os)
 		if err != nil {
 			t.Skipf("cannot bind the caller to node %d's CPUs %s: %v", g.node.ID, os, err)

@@ -157,12 +157,12 @@ type stash struct {
 
 // newTask returns a plain task record for fn.
 func (w *Worker) newTask(fn func(*Worker), h home) *task {
-	if len(w.free) == 0 {
+	if len(w.recs.free) == 0 {
 		w.pool.stash.take(w)
 	}
-	if n := len(w.free); n > 0 {
-		t := w.free[n-1]
-		w.free = w.free[:n-1]
+	if n := len(w.recs.free); n > 0 {
+		t := w.recs.free[n-1]
+		w.recs.free = w.recs.free[:n-1]
 		t.job, t.home, t.labels = fnJob(fn), h, nil // a record keeps its last labels until reused
 		return t
 	}
@@ -177,11 +177,19 @@ func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 	for i := range slab[1:] {
 		t := &slab[1+i]
 		t.plain = true
-		w.free = append(w.free, t)
+		w.recs.free = append(w.recs.free, t)
 	}
 	t := &slab[0]
 	t.job, t.home, t.plain = fnJob(fn), h, true
 	return t
+}
+
+// recycler holds a worker's task records to reuse (owner only).
+type recycler struct {
+	free  []*task     // plain task records (newTask)
+	joins []*joinTask // Join records (joinTask)
+	forks records     // Fork records, of any Fork's types (forkRecord)
+	args  records     // SpawnWith records, of any argument type
 }
 
 // reuse keeps a plain task record that has run, for newTask, which
@@ -189,15 +197,15 @@ func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 // enough to be inlined.
 func (w *Worker) reuse(t *task) {
 	t.job = nil
-	if len(w.free) == 2*freeBatch {
+	if len(w.recs.free) == 2*freeBatch {
 		w.pool.stash.give(w)
 	}
-	w.free = append(w.free, t)
+	w.recs.free = append(w.recs.free, t)
 }
 
 // give moves the upper half of w's free list to the stash.
 func (s *stash) give(w *Worker) {
-	half := w.free[freeBatch:]
+	half := w.recs.free[freeBatch:]
 	s.mu.Lock()
 	if len(s.full) < maxStash {
 		var b *taskBatch
@@ -211,7 +219,7 @@ func (s *stash) give(w *Worker) {
 	}
 	s.mu.Unlock()
 	clear(half)
-	w.free = w.free[:freeBatch]
+	w.recs.free = w.recs.free[:freeBatch]
 }
 
 // take fills w's empty free list from the stash, if it has a batch.
@@ -224,7 +232,7 @@ func (s *stash) take(w *Worker) {
 	}
 	b := s.full[n-1]
 	s.full = s.full[:n-1]
-	w.free = append(w.free, b[:]...)
+	w.recs.free = append(w.recs.free, b[:]...)
 	clear(b[:])
 	s.empty = append(s.empty, b)
 }

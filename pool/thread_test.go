@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -20,7 +21,7 @@ import (
 // 2x1 layout (one CPU per worker) to two CPUs.
 func onThreads(t *testing.T) {
 	t.Helper()
-	if threadID() == 0 {
+	if place.ThreadID() == 0 {
 		t.Skip("no thread IDs on " + runtime.GOOS)
 	}
 	if runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
@@ -46,13 +47,13 @@ func checkOnThread(t *testing.T, p *Pool, k int) string {
 	var bad string
 	within(t, hangBound, "a task on node "+strconv.Itoa(k), func() {
 		_, _ = Run(p.Node(k).Strict(), func(w *Worker) (int, error) {
-			tid := threadID()
-			if want := int(w.tid.Load()); tid != want {
+			tid := place.ThreadID()
+			if want := w.th.TID(); tid != want {
 				bad = "worker " + strconv.Itoa(w.id) + " ran a task on thread " + strconv.Itoa(tid) + ", not its thread " + strconv.Itoa(want)
 				return 0, nil
 			}
-			if mask, err := topology.ThreadAffinity(tid); err != nil || !mask.Equal(w.bound) {
-				bad = "worker " + strconv.Itoa(w.id) + "'s thread has mask " + mask.String() + ", not its binding " + w.bound.String()
+			if mask, err := topology.ThreadAffinity(tid); err != nil || !mask.Equal(w.th.Bound()) {
+				bad = "worker " + strconv.Itoa(w.id) + "'s thread has mask " + mask.String() + ", not its binding " + w.th.Bound().String()
 			}
 			return 0, nil
 		})
@@ -92,7 +93,7 @@ func TestStrayUnlockKeepsTheThread(t *testing.T) {
 		relocks uint64
 	}{
 		{"one unlock", 1, 0},
-		{"unlocks past the slack", lockSlack + 3, 1},
+		{"unlocks past the slack", place.LockSlack + 3, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mask, err := topology.ThreadAffinity(os.Getpid())
@@ -100,7 +101,7 @@ func TestStrayUnlockKeepsTheThread(t *testing.T) {
 				t.Skip(err)
 			}
 			p := newTestPool(t, WithSpec("2x1"))
-			before := int(p.workers[1].tid.Load())
+			before := p.workers[1].th.TID()
 			if _, err := Run(p.Node(1).Strict(), func(*Worker) (int, error) {
 				for range tc.unlocks {
 					runtime.UnlockOSThread()
@@ -147,7 +148,7 @@ func TestGoexitReplacesTheThread(t *testing.T) {
 	onThreads(t)
 	p := newTestPool(t, WithSpec("2x1"))
 	w := p.workers[1]
-	old := int(w.tid.Load())
+	old := w.th.TID()
 	var err error
 	within(t, hangBound, "Run of a task that calls Goexit", func() {
 		_, err = Run(p.Node(1).Strict(), func(*Worker) (int, error) { runtime.Goexit(); return 0, nil })
@@ -158,7 +159,7 @@ func TestGoexitReplacesTheThread(t *testing.T) {
 	if bad := checkOnThread(t, p, 1); bad != "" {
 		t.Error(bad)
 	}
-	if now := int(w.tid.Load()); now == old || now == 0 {
+	if now := w.th.TID(); now == old || now == 0 {
 		t.Errorf("worker 1 is on thread %d after its thread %d ended", now, old)
 	}
 	if !eventually(hangBound, func() bool { _, err := os.Stat("/proc/self/task/" + strconv.Itoa(old)); return err != nil }) {
@@ -182,11 +183,11 @@ func TestGoroutineWorkersAreNotLocked(t *testing.T) {
 	for _, b := range []pin.Binding{pin.Goroutines, pin.None} {
 		p := newTestPool(t, WithSpec("2x2"), WithBinding(b))
 		for _, w := range p.workers {
-			if locked := w.thread != nil; locked != (b != pin.Goroutines) {
+			if locked := w.th.Locked(); locked != (b != pin.Goroutines) {
 				t.Errorf("binding %v: worker %d locked to a thread: %v", b, w.id, locked)
 			}
-			if b == pin.Goroutines && (int(w.tid.Load()) != 0 || !w.bound.IsEmpty() || w.spreadable().Len() != 0) {
-				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, int(w.tid.Load()), w.bound)
+			if b == pin.Goroutines && (w.th.TID() != 0 || !w.th.Bound().IsEmpty() || w.th.Spreadable().Len() != 0) {
+				t.Errorf("binding %v: worker %d has thread %d, bound %s", b, w.id, w.th.TID(), w.th.Bound())
 			}
 		}
 		ex := p.Explain()
@@ -242,8 +243,8 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 		_ = p.Submit(context.Background(), func(w *Worker) {
 			defer wg.Done()
 			runtime.Gosched()
-			if tid := threadID(); tid != int(w.tid.Load()) {
-				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, int(w.tid.Load()), tid)
+			if tid := place.ThreadID(); tid != w.th.TID() {
+				t.Errorf("worker %d (thread %d) ran a task on thread %d", w.id, w.th.TID(), tid)
 			}
 		})
 	}
@@ -272,8 +273,8 @@ func TestWorkerThreadsByBinding(t *testing.T) {
 	}
 	defer free.Close()
 	for _, w := range free.workers {
-		if w.thread != nil || int(w.tid.Load()) != 0 {
-			t.Errorf("goroutine worker %d locked to thread %d", w.id, int(w.tid.Load()))
+		if w.th.Locked() || w.th.TID() != 0 {
+			t.Errorf("goroutine worker %d locked to thread %d", w.id, w.th.TID())
 		}
 	}
 	if ex := free.Explain(); strings.Contains(ex, "runs unbound") {

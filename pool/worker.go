@@ -1,16 +1,14 @@
 package pool
 
 import (
-	"context"
 	"runtime/metrics"
 	"runtime/trace"
 	"sync/atomic"
 	"time"
 
-	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
-	"github.com/numapool/numapool/topology"
 )
 
 const (
@@ -36,6 +34,7 @@ type Worker struct {
 	local   *queue.Local[item]
 	stealer *queue.Stealer[item]
 	wakeCh  chan struct{}
+	th      *place.Thread // the worker's OS thread: where it is bound and why (internal/place)
 
 	// What other workers read and write: thieves, wakers, Stats. These
 	// keep to lines of their own, away from the fields the owner alone
@@ -50,78 +49,66 @@ type Worker struct {
 	joinSlot atomic.Pointer[task]
 	// handle is the user's Pool while the worker is awake (hold), nil
 	// while it is parked.
-	handle atomic.Pointer[Pool]
-	// Spreading (spread.go): the node's CPUs when the worker may run on
-	// several, the CPU it last found itself on (-1: unknown), and whether
-	// a waker bound it to one CPU (aim).
-	nodeCPUs atomic.Pointer[topology.CPUSet]
-	onCPU    atomic.Int32
-	aimed    atomic.Bool
-	masking  atomic.Bool // the pool is setting the thread's mask (placement.go)
-	leaving  atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
-	pub      published   // the counters for Stats, padded on both sides
+	handle  atomic.Pointer[Pool]
+	leaving atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
+	pub     published   // the counters for Stats, padded on both sides
 
-	// Written by the owner only. Of these, others read only bound, tid and
-	// owner (Stats, explain, a waker's aim): bound is set before the worker
-	// runs tasks and changes only if a new thread cannot be bound as the
-	// last one was (thread.go); tid and owner are atomic.
-	items     []item // a buffer of items moving from a shard to the queue
+	// Written by the owner only (owner's fields are atomic: others read
+	// them to tell the worker's goroutine).
+	lifoRuns int      // LIFO tasks run in a row
+	c        Counters // published to pub
+	owner    ownerID
+	seek     seekState // finding the next task: the searching state, the random source, keep-offs
+	fair     fairness  // when the next look starts at the node's shards
+	recs     recycler  // task records to reuse
+	obs      observing // labels and histograms
+}
+
+// seekState is a worker's state while it looks for its next task (owner
+// only).
+type seekState struct {
+	searching bool // counted among the pool's searchers (idle.go)
 	rng       steal.Rand
-	searching bool
-	// Fairness: every interval tasks the next look starts at the node's
-	// shards (lookShard); interval is tuned from the mean task time.
+	items     []item // a buffer of items moving from a shard to the queue
+	// pinnedFirst alternates which of the node's shards is read first.
+	pinnedFirst bool
+	fromWorker  bool              // the task being started was stolen from a worker
+	keepOff     keepOff           // other domains this worker leaves alone for a while
+	keepTimer   *time.Timer       // wakes the parked worker when a keep-off ends
+	cross       crossSteal        // the last steal from another node, until its first task's fate counts it
+	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
+}
+
+// fairness is a worker's fairness clock (owner only): every interval
+// tasks the next look starts at the node's shards (lookShard); interval
+// is tuned from the mean task time. The task clock is busy time since the
+// last look, running only while the worker has tasks (started at the
+// first task after an idle spell, stopped when it runs out).
+type fairness struct {
 	tick      uint32 // tasks run
 	sinceLook uint32 // tasks run since the last look
 	interval  uint32
 	lookShard bool
 	meanTask  float64 // EWMA of task duration, ns
-	// The task clock: busy time since the last look, running only while
-	// the worker has tasks (started at the first task after an idle
-	// spell, stopped when it runs out).
 	busy      time.Duration
 	busySince time.Time
 	clockOn   bool
-	lifoRuns  int
-	free      []*task     // plain task records to reuse (newTask)
-	joins     []*joinTask // Join records to reuse (joinTask)
-	forks     records     // Fork records to reuse, of any Fork's types (forkRecord)
-	args      records     // SpawnWith records to reuse, of any argument type
-	// pinnedFirst alternates which of the node's shards is read first.
-	pinnedFirst bool
-	fromWorker  bool            // the task being started was stolen from a worker
-	keepOff     keepOff         // other domains this worker leaves alone for a while
-	keepTimer   *time.Timer     // wakes the parked worker when a keep-off ends
-	c           Counters        // written by the owner only; published to pub
-	cross       crossSteal      // the last steal from another node, until its first task's fate counts it
-	bound       topology.CPUSet // the OS CPUs the plan binds the thread to
-	place       placement       // where the thread is bound now (placement.go)
-	thread      *pin.Thread     // the worker's locked thread while bound, else nil (owner only)
-	tid         atomic.Int32    // the worker's OS thread (0 where unknown, with no thread of its own, or between two)
-	owner       ownerID
-	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
-	// Observing (labels.go, histogram.go): the label set the goroutine
-	// runs under now (nil: the worker's own alone), the worker's own
-	// labels, and the histograms of sampled tasks.
-	labels    *labelSet
-	ownLabels context.Context
-	lat       latencies
-	pubLat    publishedLatencies
 }
 
-func newWorker(p *sched, g *domain, id, cpu int) *Worker {
+func newWorker(p *sched, g *domain, id, cpu int, th *place.Thread) *Worker {
 	l, s := queue.New[item]()
 	interval := initialInterval
 	if p.cfg.interval > 0 {
 		interval = p.cfg.interval
 	}
 	w := &Worker{
-		pool: p, domain: g, id: id, cpu: cpu, local: l, stealer: s,
-		wakeCh: make(chan struct{}, 1), rng: steal.NewRand(uint64(id) + 1),
-		interval: uint32(interval), free: make([]*task, 0, 2*freeBatch),
-		forks: records{max: maxForkRecords}, args: records{max: maxArgTasks},
+		pool: p, domain: g, id: id, cpu: cpu, local: l, stealer: s, th: th,
+		wakeCh: make(chan struct{}, 1),
+		seek:   seekState{rng: steal.NewRand(uint64(id) + 1)},
+		fair:   fairness{interval: uint32(interval)},
+		recs:   recycler{free: make([]*task, 0, 2*freeBatch), forks: records{max: maxForkRecords}, args: records{max: maxArgTasks}},
 	}
-	w.onCPU.Store(-1)
-	w.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	w.seek.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return w
 }
 
@@ -165,7 +152,7 @@ func (w *Worker) main(placed chan<- error) {
 	}()
 	w.owner.set()
 	w.startLabels()
-	err := w.bind()
+	err := w.th.Bind()
 	if placed != nil {
 		placed <- err
 	} else {
@@ -200,7 +187,7 @@ func (w *Worker) loop() { w.runUntil(nil) }
 // waiting for it, and sleeps until its latch is set.
 func (w *Worker) runUntil(l *latch) {
 	p := w.pool
-	own := w.labels // the labels of the task that waits (labels.go); nil in the idle loop
+	own := w.obs.labels // the labels of the task that waits (labels.go); nil in the idle loop
 	for !l.probe() {
 		it := w.next()
 		if it.none() {
@@ -208,12 +195,12 @@ func (w *Worker) runUntil(l *latch) {
 			w.runUnder(own)
 			it = w.search()
 		}
-		if it.none() && (w.searching || l != nil) {
+		if it.none() && (w.seek.searching || l != nil) {
 			it = w.spin(l)
 		}
 		if p.aborted() {
 			if !it.none() {
-				w.fromWorker = false
+				w.seek.fromWorker = false
 				p.dropItem(it, true)
 			}
 			w.endSearch()
@@ -245,8 +232,8 @@ func (w *Worker) runUntil(l *latch) {
 // then the node's shards in turn (a pinned task, or a batch from the
 // inject shard).
 func (w *Worker) next() item {
-	if w.lookShard {
-		w.lookShard = false
+	if w.fair.lookShard {
+		w.fair.lookShard = false
 		if it := w.fromOwnShards(1); !it.none() {
 			return it
 		}
@@ -264,7 +251,7 @@ func (w *Worker) next() item {
 		}
 	}
 	w.lifoRuns = 0
-	if w.tick&1 != 0 {
+	if w.fair.tick&1 != 0 {
 		// Every other tick a pinned task goes before the local queue,
 		// which a batch from the inject shard may have filled.
 		if it := w.fromPinned(); !it.none() {
@@ -297,8 +284,8 @@ func (w *Worker) ownOffer() item {
 // first on alternate calls, so that a stream of strict tasks does not
 // starve the others, nor the reverse. n is as for fromShard.
 func (w *Worker) fromOwnShards(n int) item {
-	w.pinnedFirst = !w.pinnedFirst
-	if w.pinnedFirst {
+	w.seek.pinnedFirst = !w.seek.pinnedFirst
+	if w.seek.pinnedFirst {
 		if it := w.fromPinned(); !it.none() {
 			return it
 		}
@@ -342,7 +329,7 @@ func (w *Worker) fromShard(g *domain, n int) item {
 		}
 		n = min(g.inject.Len()/share+1, w.local.Free()/2)
 	}
-	items := g.inject.PopN(w.items[:0], max(n, 1))
+	items := g.inject.PopN(w.seek.items[:0], max(n, 1))
 	if len(items) == 0 {
 		return item{}
 	}
@@ -360,7 +347,7 @@ func (w *Worker) fromShard(g *domain, n int) item {
 	w.local.PushBatch(items[1:])
 	it := items[0]
 	clear(items)
-	w.items = items
+	w.seek.items = items
 	return it
 }
 
@@ -370,14 +357,14 @@ func (w *Worker) fromShard(g *domain, n int) item {
 // that a task spawned before a long one is not stranded.
 func (w *Worker) search() item {
 	p := w.pool
-	if !w.searching {
+	if !w.seek.searching {
 		if !p.idle.tryStartSearching(w.domain) {
 			return item{}
 		}
-		w.searching = true
+		w.seek.searching = true
 	}
 	var found item
-	w.keepOff.look()
+	w.seek.keepOff.look()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
 			if v.Group != w.domain.index && w.leavesAlone(v.Group) {
@@ -387,10 +374,10 @@ func (w *Worker) search() item {
 			return !found.none()
 		}
 		if p.cfg.mode == steal.Flat {
-			p.layout.Flat(w.id, &w.rng, visit)
-		} else if !p.layout.Local(w.id, &w.rng, visit) && len(p.domains) > 1 &&
+			p.layout.Flat(w.id, &w.seek.rng, visit)
+		} else if !p.layout.Local(w.id, &w.seek.rng, visit) && len(p.domains) > 1 &&
 			w.domain.crossSearching.CompareAndSwap(false, true) {
-			p.layout.Remote(w.id, &w.rng, visit)
+			p.layout.Remote(w.id, &w.seek.rng, visit)
 			w.domain.crossSearching.Store(false)
 		}
 		if !found.none() {
@@ -408,7 +395,7 @@ func (w *Worker) search() item {
 // meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter
 // counts such tasks).
 func (w *Worker) leavesAlone(g int) bool {
-	return w.keepOff.holds(g) || w.pool.domains[g].searching.Load() > 0
+	return w.seek.keepOff.holds(g) || w.pool.domains[g].searching.Load() > 0
 }
 
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
@@ -446,16 +433,16 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 			w.traceCross(p.domains[v.Group], n, false)
 		}
 	}
-	w.fromWorker = true // fork-join and spawned work: keep a searcher about
+	w.seek.fromWorker = true // fork-join and spawned work: keep a searcher about
 	return it
 }
 
 // endSearch leaves the searching state without having found work.
 func (w *Worker) endSearch() {
-	if !w.searching {
+	if !w.seek.searching {
 		return
 	}
-	w.searching = false
+	w.seek.searching = false
 	if w.pool.idle.stopSearching(w.domain) {
 		w.pool.wakeForPending(w.domain, nil)
 	}
@@ -471,14 +458,14 @@ func (w *Worker) run(it item) {
 		return // sent home
 	}
 	w.foundWork()
-	if !w.clockOn {
-		w.busySince, w.clockOn = time.Now(), true
+	if !w.fair.clockOn {
+		w.fair.busySince, w.fair.clockOn = time.Now(), true
 	}
 	w.c.TasksRun++
 	switch {
-	case t == nil && w.labels == nil:
+	case t == nil && w.obs.labels == nil:
 		w.call(it.fn)
-	case t != nil && t.labels == w.labels && t.at == 0:
+	case t != nil && t.labels == w.obs.labels && t.at == 0:
 		t.job.run(w)
 		if t.plain {
 			w.reuse(t)
@@ -515,12 +502,12 @@ func (w *Worker) taskOf(it item) (t *task, away bool) {
 // worker for nothing would cost the hand-off a thread wake-up (and hold
 // a processor the submitter may need).
 func (w *Worker) foundWork() {
-	fromWorker := w.fromWorker
-	w.fromWorker = false
-	if !w.searching {
+	fromWorker := w.seek.fromWorker
+	w.seek.fromWorker = false
+	if !w.seek.searching {
 		return
 	}
-	w.searching = false
+	w.seek.searching = false
 	if w.pool.idle.stopSearching(w.domain) && (fromWorker || w.pool.queuedAnywhere()) {
 		w.pool.idle.notify(w.domain.index)
 	}
@@ -528,17 +515,17 @@ func (w *Worker) foundWork() {
 
 // ranTask does the per-task bookkeeping after a task: the fairness
 // tuning (tune), publishing the counters for Stats, and every
-// spreadEvery tasks the worker's stop point (settle: its thread and
+// place.SpreadEvery tasks the worker's stop point (settle: its thread and
 // where it runs).
 func (w *Worker) ranTask() {
-	w.tick++
-	if w.sinceLook++; w.sinceLook >= w.interval {
+	w.fair.tick++
+	if w.fair.sinceLook++; w.fair.sinceLook >= w.fair.interval {
 		w.tune()
 	}
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
-	if w.c.TasksRun%spreadEvery == 0 {
+	if w.c.TasksRun%place.SpreadEvery == 0 {
 		w.settle()
 	}
 }
@@ -568,17 +555,17 @@ func (w *Worker) tune() {
 	if soft {
 		w.domain.busyAt.Store(w.pool.clock(now))
 	}
-	elapsed, tasks := w.busy+now.Sub(w.busySince), w.sinceLook
-	w.busy, w.busySince, w.sinceLook = 0, now, 0
-	w.lookShard = true
+	elapsed, tasks := w.fair.busy+now.Sub(w.fair.busySince), w.fair.sinceLook
+	w.fair.busy, w.fair.busySince, w.fair.sinceLook = 0, now, 0
+	w.fair.lookShard = true
 	if tasks == 0 {
 		return
 	}
 	mean := float64(elapsed.Nanoseconds()) / float64(tasks)
-	if w.meanTask == 0 {
-		w.meanTask = mean
+	if w.fair.meanTask == 0 {
+		w.fair.meanTask = mean
 	} else {
-		w.meanTask = 0.9*w.meanTask + 0.1*mean
+		w.fair.meanTask = 0.9*w.fair.meanTask + 0.1*mean
 	}
 	if soft {
 		w.domain.taskNanos.Store(int64(mean)) // the latest: a node's tasks may change length at once
@@ -586,14 +573,14 @@ func (w *Worker) tune() {
 	if w.pool.cfg.interval > 0 {
 		return
 	}
-	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.meanTask, 1))
-	w.interval = min(max(n, minInterval), maxInterval)
+	n := uint32(float64(targetLookEvery.Nanoseconds()) / max(w.fair.meanTask, 1))
+	w.fair.interval = min(max(n, minInterval), maxInterval)
 }
 
 // stopClock stops the task clock: the worker has run out of tasks.
 func (w *Worker) stopClock() {
-	if w.clockOn {
-		w.busy += time.Since(w.busySince)
-		w.clockOn = false
+	if w.fair.clockOn {
+		w.fair.busy += time.Since(w.fair.busySince)
+		w.fair.clockOn = false
 	}
 }

@@ -116,7 +116,7 @@ func TestTuningCountsTasks(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	if err := p.Submit(context.Background(), func(w *Worker) {
-		before := w.interval
+		before := w.fair.interval
 		bStarted := make(chan struct{})
 		stolen := false
 		_ = w.Join(func(*Worker) {
@@ -129,7 +129,7 @@ func TestTuningCountsTasks(t *testing.T) {
 			close(bStarted)
 			time.Sleep(20 * time.Millisecond) // the joiner waits in runUntil meanwhile
 		})
-		res <- result{before, w.interval, stolen}
+		res <- result{before, w.fair.interval, stolen}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +162,12 @@ func TestTuningIgnoresParkedTime(t *testing.T) {
 		res := make(chan burst, 1)
 		if err := p.Submit(context.Background(), func(w *Worker) {
 			start := time.Now()
-			left, low := perBurst, w.interval // only this worker touches them
+			left, low := perBurst, w.fair.interval // only this worker touches them
 			for range perBurst {
 				w.Spawn(func(w *Worker) {
-					low = min(low, w.interval)
+					low = min(low, w.fair.interval)
 					if left--; left == 0 {
-						res <- burst{w.interval, low, time.Since(start)}
+						res <- burst{w.fair.interval, low, time.Since(start)}
 					}
 				})
 			}

@@ -1,4 +1,4 @@
-package pool
+package place
 
 import (
 	"context"
@@ -30,10 +30,10 @@ import (
 //     made after a narrowing plans inside it.
 //   - Each look (every watch interval, the shortest the live pools ask
 //     for) reads them and GOMAXPROCS, and, for each pool, publishes a new
-//     machineState with the next generation when they changed, then
+//     Machine with the next generation when they changed, then
 //     re-plans (replan) and re-binds every worker's thread by its ID,
 //     whether it runs a task or is parked. Workers compare the generation
-//     at their stop points (a wake-up, every spreadEvery tasks: settle)
+//     at their stop points (a wake-up, every SpreadEvery tasks: Follow)
 //     and take the new placement up there too.
 //   - It then reads each worker's thread mask. A mask that differs from
 //     the one the pool last set, with the process's CPUs unchanged, was
@@ -48,64 +48,66 @@ import (
 //
 // Every mask the pool sets on a worker's thread is taken under the
 // worker's masking flag and recorded (placement.set), so that the look
-// can tell the pool's own masks from those of others.
+// can tell the pool's own masks from those of others (Thread.set).
 
-// defaultMachineWatch is the monitor's interval unless WithMachineWatch
+// DefaultWatch is the monitor's interval unless WithMachineWatch
 // or NUMAPOOL_MACHINE_WATCH sets another: about as often as Go's own
 // GOMAXPROCS updater looks at the cgroup's CPU limit.
-const defaultMachineWatch = time.Second
+const DefaultWatch = time.Second
 
-// machineReading is what one look reads.
-type machineReading struct {
-	pc    topology.ProcessCPUs
-	procs int // GOMAXPROCS
+// Reading is what one look reads.
+type Reading struct {
+	PC    topology.ProcessCPUs
+	Procs int // GOMAXPROCS
 }
 
-// machineReader reads the process's CPUs from the calling thread's mask
+// Reader reads the process's CPUs from the calling thread's mask
 // (the monitor's reference thread) and GOMAXPROCS. The first reading
 // finds the cgroup cpuset's file; later ones read it again, and the
 // online CPUs, from files kept open (machineFiles): a process keeps its
 // cgroup while the cpuset changes, which is what the looks are for.
-type machineReader struct {
+type Reader struct {
 	first topology.ProcessCPUs
 	last  topology.ProcessCPUs
 	files *machineFiles
 }
 
-func newMachineReader() *machineReader {
+// NewReader opens a Reader on the calling thread's mask.
+func NewReader() *Reader {
 	pc := topology.ReadProcessCPUsOf(0)
-	return &machineReader{first: pc, last: pc, files: openMachineFiles(pc)}
+	return &Reader{first: pc, last: pc, files: openMachineFiles(pc)}
 }
 
-func (r *machineReader) read() machineReading {
+// Read reads the machine once.
+func (r *Reader) Read() Reading {
 	r.last = r.files.read(r.last)
-	return machineReading{pc: r.last, procs: runtime.GOMAXPROCS(0)}
+	return Reading{PC: r.last, Procs: runtime.GOMAXPROCS(0)}
 }
 
-// machineState is a pool's view of the machine, replaced whole on each
+// Machine is a pool's view of the machine, replaced whole on each
 // change (sched.machine).
-type machineState struct {
-	gen  uint64 // 0 for the one New read; one more for each change
-	read machineReading
-	cpus topology.CPUSet // read.pc.Usable(): the process's CPUs
-	at   time.Time
+type Machine struct {
+	Gen  uint64 // 0 for the one New read; one more for each change
+	Read Reading
+	CPUs topology.CPUSet // Read.PC.Usable(): the process's CPUs
+	At   time.Time
 }
 
 // monitor is the process's one monitor, while pools hold it.
 var monitor struct {
 	sync.Mutex
 	holds int
-	pools []*sched // the live pools that watch (watch > 0)
+	pools []*Placer // the live pools' placers that watch (watch > 0)
 	run   *monitorRun
 }
 
 // monitorRun is one run of the monitor's goroutine, from the first hold
 // to the last release.
 type monitorRun struct {
-	asks chan chan machineReading // a reading from the reference thread, now
-	kick chan struct{}            // the pools or their intervals changed
-	stop chan struct{}            // the last hold is released
-	tid  atomic.Int32             // the reference thread, once locked
+	asks chan chan Reading // a reading from the reference thread, now
+	kick chan struct{}     // the pools or their intervals changed
+	stop chan struct{}     // the last hold is released
+	tid  atomic.Int32      // the reference thread, once locked
 }
 
 // holdMonitor starts the monitor if it does not run and keeps it running
@@ -115,7 +117,7 @@ func holdMonitor() {
 	defer monitor.Unlock()
 	monitor.holds++
 	if monitor.run == nil {
-		monitor.run = &monitorRun{asks: make(chan chan machineReading), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		monitor.run = &monitorRun{asks: make(chan chan Reading), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 		go monitor.run.loop()
 	}
 }
@@ -124,7 +126,7 @@ func holdMonitor() {
 // the monitor runs, and holds it then (held); with no pool alive, on
 // the process's main thread, which no worker can be on then: the
 // monitor starts only once New has counted the threads it may start.
-func machineNow() (_ machineReading, held bool) {
+func machineNow() (_ Reading, held bool) {
 	monitor.Lock()
 	run := monitor.run
 	if run != nil {
@@ -132,16 +134,16 @@ func machineNow() (_ machineReading, held bool) {
 	}
 	monitor.Unlock()
 	if run == nil {
-		return machineReading{pc: topology.ReadProcessCPUsOf(os.Getpid()), procs: runtime.GOMAXPROCS(0)}, false
+		return Reading{PC: topology.ReadProcessCPUsOf(os.Getpid()), Procs: runtime.GOMAXPROCS(0)}, false
 	}
-	reply := make(chan machineReading, 1)
+	reply := make(chan Reading, 1)
 	run.asks <- reply
 	return <-reply, true
 }
 
-// releaseMonitor gives back a hold; the last one ends the monitor, and
+// ReleaseMonitor gives back a hold; the last one ends the monitor, and
 // with it the reference thread.
-func releaseMonitor() {
+func ReleaseMonitor() {
 	monitor.Lock()
 	defer monitor.Unlock()
 	if monitor.holds--; monitor.holds == 0 {
@@ -152,11 +154,11 @@ func releaseMonitor() {
 
 // watch holds the monitor for p (unless New's reading did) and has it
 // look at the machine for p, if p's interval is not 0.
-func (p *sched) watch(held bool) {
+func (p *Placer) watch(held bool) {
 	if !held {
 		holdMonitor()
 	}
-	if p.cfg.watch <= 0 {
+	if p.watchEvery <= 0 {
 		return
 	}
 	monitor.Lock()
@@ -168,13 +170,13 @@ func (p *sched) watch(held bool) {
 
 // unwatch ends p's looks and its hold on the monitor: p's last worker
 // has ended.
-func (p *sched) unwatch() {
+func (p *Placer) unwatch() {
 	monitor.Lock()
-	monitor.pools = slices.DeleteFunc(monitor.pools, func(o *sched) bool { return o == p })
+	monitor.pools = slices.DeleteFunc(monitor.pools, func(o *Placer) bool { return o == p })
 	run := monitor.run
 	monitor.Unlock()
 	run.poke()
-	releaseMonitor()
+	ReleaseMonitor()
 }
 
 func (r *monitorRun) poke() {
@@ -190,8 +192,8 @@ func monitorInterval() time.Duration {
 	defer monitor.Unlock()
 	var d time.Duration
 	for _, p := range monitor.pools {
-		if d == 0 || p.cfg.watch < d {
-			d = p.cfg.watch
+		if d == 0 || p.watchEvery < d {
+			d = p.watchEvery
 		}
 	}
 	return d
@@ -201,19 +203,19 @@ func monitorInterval() time.Duration {
 // mask: when the goroutine returns, the thread ends with it.
 func (r *monitorRun) loop() {
 	runtime.LockOSThread()
-	r.tid.Store(int32(threadID()))
+	r.tid.Store(int32(ThreadID()))
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	interval := time.Duration(0)
-	rd := newMachineReader()
-	defer rd.files.close()
+	rd := NewReader()
+	defer rd.Close()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case reply := <-r.asks:
-			reply <- rd.read()
+			reply <- rd.Read()
 			continue
 		case <-r.kick:
 			if d := monitorInterval(); d != interval {
@@ -234,26 +236,27 @@ func (r *monitorRun) loop() {
 }
 
 // look reads the machine once and shows each watching pool its reading.
-func look(r *machineReader) {
-	rd := r.read()
+func look(r *Reader) {
+	rd := r.Read()
 	monitor.Lock()
 	pools := slices.Clone(monitor.pools)
 	monitor.Unlock()
 	for _, p := range pools {
 		pr := rd
-		if p.cfg.machine != nil {
-			pr = p.cfg.machine()
+		if p.source != nil {
+			pr = p.source()
 		}
 		p.observe(pr, time.Now())
 	}
 }
 
-// firstReading is the reading New plans from (machineNow), or the test
-// source's.
-func firstReading(c config) (_ machineReading, held bool) {
+// FirstReading is the reading New plans from: the monitor's while it
+// runs (held then: the monitor stays until ReleaseMonitor), or source's
+// where a test gives one.
+func FirstReading(source func() Reading) (_ Reading, held bool) {
 	rd, held := machineNow()
-	if c.machine != nil {
-		rd = c.machine()
+	if source != nil {
+		rd = source()
 	}
 	return rd, held
 }
@@ -261,26 +264,26 @@ func firstReading(c config) (_ machineReading, held bool) {
 // observe takes one reading: a change of the process's CPUs makes a new
 // generation and a re-plan, a change of GOMAXPROCS a new generation; then
 // it checks the workers' thread masks. Monitor only.
-func (p *sched) observe(r machineReading, now time.Time) {
+func (p *Placer) observe(r Reading, now time.Time) {
 	old := p.machine.Load()
-	cpus := r.pc.Usable()
+	cpus := r.PC.Usable()
 	if cpus.IsEmpty() {
 		return // unreadable: keep what there is
 	}
 	st := old
-	if !cpus.Equal(old.cpus) || r.procs != old.read.procs {
-		st = &machineState{gen: old.gen + 1, read: r, cpus: cpus, at: now}
+	if !cpus.Equal(old.CPUs) || r.Procs != old.Read.Procs {
+		st = &Machine{Gen: old.Gen + 1, Read: r, CPUs: cpus, At: now}
 		p.machine.Store(st)
 		var what []string
-		if !cpus.Equal(old.cpus) {
-			what = append(what, fmt.Sprintf("process CPUs %s -> %s%s", setText(old.cpus), setText(cpus), causeText(old.read.pc, r.pc)))
+		if !cpus.Equal(old.CPUs) {
+			what = append(what, fmt.Sprintf("process CPUs %s -> %s%s", setText(old.CPUs), setText(cpus), causeText(old.Read.PC, r.PC)))
 		}
-		if r.procs != old.read.procs {
-			what = append(what, fmt.Sprintf("GOMAXPROCS %d -> %d", old.read.procs, r.procs))
+		if r.Procs != old.Read.Procs {
+			what = append(what, fmt.Sprintf("GOMAXPROCS %d -> %d", old.Read.Procs, r.Procs))
 		}
 		moved := ""
-		if !cpus.Equal(old.cpus) {
-			moved = p.replan(st, !r.pc.Mask.Equal(old.read.pc.Mask))
+		if !cpus.Equal(old.CPUs) {
+			moved = p.replan(st, !r.PC.Mask.Equal(old.Read.PC.Mask))
 		}
 		p.logReplan(fmt.Sprintf("%s after start: %s%s", now.Sub(p.started).Round(time.Millisecond), joinText(what), moved))
 	}
@@ -326,38 +329,39 @@ func joinText(s []string) string {
 // maxReplanLog is how many re-plans Explain lists, the latest.
 const maxReplanLog = 16
 
-func (p *sched) logReplan(s string) {
-	p.degradedMu.Lock()
+func (p *Placer) logReplan(s string) {
+	p.mu.Lock()
 	p.replans = append(p.replans, s)
 	if len(p.replans) > maxReplanLog {
 		p.replans = slices.Delete(p.replans, 0, len(p.replans)-maxReplanLog)
 	}
 	p.nReplans++
-	p.degradedMu.Unlock()
+	p.mu.Unlock()
 	if trace.IsEnabled() {
 		trace.Log(context.Background(), "numapool.replan", s)
 	}
 }
 
-// cpusNow returns the process's CPUs as the pool last saw them.
-func (p *sched) cpusNow() topology.CPUSet { return p.machine.Load().cpus }
+// CPUsNow returns the process's CPUs as the pool last saw them.
+func (p *Placer) CPUsNow() topology.CPUSet { return p.machine.Load().CPUs }
 
-// follow is a worker's look at the generation at its stop point: a new
-// one re-binds its thread to its placement, if a re-bind by thread ID
-// missed it, and counts it. Owner only.
-func (w *Worker) follow() {
-	st := w.pool.machine.Load()
-	if st.gen == w.place.gen {
-		return
+// Close closes the files the reader keeps open.
+func (r *Reader) Close() { r.files.close() }
+
+// MonitorRunning reports whether the monitor's goroutine runs, and how
+// many pools it watches.
+func MonitorRunning() (running bool, pools int) {
+	monitor.Lock()
+	defer monitor.Unlock()
+	return monitor.run != nil, len(monitor.pools)
+}
+
+// MonitorTID returns the monitor's reference thread, 0 while none runs.
+func MonitorTID() int {
+	monitor.Lock()
+	defer monitor.Unlock()
+	if monitor.run == nil {
+		return 0
 	}
-	w.place.gen = st.gen
-	if w.thread == nil {
-		return
-	}
-	w.lockMask()
-	if to := w.placed(); !to.IsEmpty() && !to.Equal(w.place.set) && w.ownsMask(0) && w.thread.Set(to) == nil {
-		w.place.set = to
-	}
-	w.unlockMask()
-	w.c.Replans++
+	return int(monitor.run.tid.Load())
 }

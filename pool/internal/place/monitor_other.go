@@ -1,6 +1,6 @@
 //go:build !linux
 
-package pool
+package place
 
 import "github.com/numapool/numapool/topology"
 

@@ -1,8 +1,6 @@
-package pool
+package place
 
 import (
-	"errors"
-
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
@@ -14,7 +12,7 @@ import (
 // milliseconds with another CPU idle all along, and two workers that
 // share a CPU run at the speed of one. So:
 //
-//   - a worker that wakes a parked one first aims it (aim): it binds the
+//   - a worker that wakes a parked one first aims it (Aim): it binds the
 //     parked worker's thread to the CPUs of its node that no awake worker
 //     of the node reported and the waker is not on, so that the kernel
 //     wakes it on one of them (all of them, not one: a thread of another
@@ -27,35 +25,36 @@ import (
 //     worker in a long recursion of Forks runs few tasks, and its last
 //     report may name a CPU it has left;
 //   - the woken worker, and every worker every spreadEvery tasks, reads
-//     its CPU (spread); it widens its mask to the whole node again if it
+//     its CPU (Spread); it widens its mask to the whole node again if it
 //     was aimed (which leaves it where it is), and if another awake worker
 //     of its node last reported the same CPU, the one with the higher ID
 //     moves to a CPU none reported, the same way.
 //
 // A worker bound to one CPU, or unbound, takes no part. Counted in
-// Counters.Spreads (moves, not aims). Tests: TestSpreadSeparatesWorkers,
-// TestAimWakesAWorkerOffTheWakersCPU, TestAimCountsTheWakersCPUNow.
+// Counters.Spreads (moves, not aims). Tests (the pool's spread_test.go):
+// TestSpreadSeparatesWorkers, TestAimWakesAWorkerOffTheWakersCPU,
+// TestAimCountsTheWakersCPUNow.
 
-// spreadEvery is how many tasks a worker runs between two checks of its
+// SpreadEvery is how many tasks a worker runs between two checks of its
 // CPU, besides the check after each wake-up: a getcpu(2) costs about as
 // much as a spawn.
-const spreadEvery = 1024
+const SpreadEvery = 1024
 
-// spreadable is a worker's node CPUs when it may run on several of them:
-// set once by the worker, before it runs tasks, and read by wakers.
-func (w *Worker) spreadable() topology.CPUSet {
-	if s := w.nodeCPUs.Load(); s != nil {
+// Spreadable is the worker's node CPUs when it may run on several of
+// them: set by the worker before it runs tasks, and read by wakers.
+func (t *Thread) Spreadable() topology.CPUSet {
+	if s := t.nodeCPUs.Load(); s != nil {
 		return *s
 	}
 	return topology.CPUSet{}
 }
 
-// othersCPUs returns the CPUs the awake workers of w's node other than w
+// othersCPUs returns the CPUs the awake workers of t's node other than t
 // last reported.
-func (w *Worker) othersCPUs() topology.CPUSet {
+func (t *Thread) othersCPUs() topology.CPUSet {
 	var taken topology.CPUSet
-	for _, o := range w.domain.workers {
-		if o == w || o.handle.Load() == nil { // parked: on no CPU
+	for _, o := range t.pl.byHome[t.home] {
+		if o == t || !t.pl.awake(o.worker) { // parked: on no CPU
 			continue
 		}
 		if c := int(o.onCPU.Load()); c >= 0 {
@@ -65,15 +64,15 @@ func (w *Worker) othersCPUs() topology.CPUSet {
 	return taken
 }
 
-// aim binds parked worker w's thread to the CPUs of its node that no
+// Aim binds parked worker t's thread to the CPUs of its node that no
 // awake worker reported and waker is not on. The waker, a worker that
-// runs on after waking w, calls it just before the wake-up. It reports
+// runs on after waking t, calls it just before the wake-up. It reports
 // its CPU first: its last report may be old (a worker reads its CPU only
-// after a wake-up and every spreadEvery tasks, and a Fork that nobody
+// after a wake-up and every SpreadEvery tasks, and a Fork that nobody
 // steals runs no task), and an old report elsewhere left no CPU to aim
-// at, so w woke on the waker's CPU and shared it.
-func (w *Worker) aim(waker *Worker) {
-	cpus := w.spreadable()
+// at, so t woke on the waker's CPU and shared it.
+func (t *Thread) Aim(waker *Thread) {
+	cpus := t.Spreadable()
 	if cpus.Len() < 2 {
 		return
 	}
@@ -81,7 +80,7 @@ func (w *Worker) aim(waker *Worker) {
 	if err == nil {
 		waker.onCPU.Store(int32(cpu))
 	}
-	taken := w.othersCPUs()
+	taken := t.othersCPUs()
 	if err == nil {
 		taken.Add(cpu)
 	}
@@ -93,76 +92,73 @@ func (w *Worker) aim(waker *Worker) {
 	// leaving its thread, waits for this aim, or this aim sees tid 0 and
 	// leaves the thread (whose ID may soon be another thread's) alone.
 	// Another setting the mask: no aim this time.
-	if !w.masking.CompareAndSwap(false, true) {
+	if !t.masking.CompareAndSwap(false, true) {
 		return
 	}
-	if tid := int(w.tid.Load()); tid > 0 && w.ownsMask(tid) && pin.Aim(tid, free) == nil {
-		w.place.set = free
-		w.aimed.Store(true)
+	if tid := t.TID(); tid > 0 && t.ownsMask(tid) && pin.Aim(tid, free) == nil {
+		t.set = free
+		t.aimed.Store(true)
 	}
-	w.unlockMask()
+	t.unlockMask()
 }
 
-// spread reads w's CPU, widens an aimed worker's mask again and moves w
-// off a CPU it shares with an awake worker of lower ID (see above). Owner
-// only.
-func (w *Worker) spread() {
-	cpus := w.spreadable()
+// Spread reads the worker's CPU, widens an aimed worker's mask again and
+// moves the worker off a CPU it shares with an awake worker of lower ID
+// (see above). It reports whether it moved. Owner only.
+func (t *Thread) Spread() bool {
+	cpus := t.Spreadable()
 	if cpus.Len() < 2 {
-		return
+		return false
 	}
-	if w.aimed.Swap(false) {
-		w.setMask(cpus) // stays on the CPU it was woken on
+	if t.aimed.Swap(false) {
+		t.SetMask(cpus) // stays on the CPU it was woken on
 	}
 	cpu, _, err := pin.CurrentCPU()
 	if err != nil {
-		return
+		return false
 	}
-	w.onCPU.Store(int32(cpu))
+	t.onCPU.Store(int32(cpu))
 	shared := false
-	for _, o := range w.domain.workers {
-		if o.id < w.id && o.handle.Load() != nil && int(o.onCPU.Load()) == cpu {
+	for _, o := range t.pl.byHome[t.home] {
+		if o.worker < t.worker && t.pl.awake(o.worker) && int(o.onCPU.Load()) == cpu {
 			shared = true
 		}
 	}
 	if !shared {
-		return
+		return false
 	}
-	free := cpus.AndNot(w.othersCPUs())
+	free := cpus.AndNot(t.othersCPUs())
 	free.Remove(cpu)
 	if free.IsEmpty() {
-		return // as many awake workers as CPUs: nowhere better
+		return false // as many awake workers as CPUs: nowhere better
 	}
 	var to topology.CPUSet
 	to.Add(free.First())
-	w.lockMask()
+	t.lockMask()
 	err = errNotOwned
-	if w.ownsMask(0) {
-		err = w.thread.Set(to)
+	if t.ownsMask(0) {
+		err = t.thread.Set(to)
 	}
 	if err == nil {
-		w.place.set = to
-		if w.thread.Set(cpus) == nil { // stays where it was moved to
-			w.place.set = cpus
+		t.set = to
+		if t.thread.Set(cpus) == nil { // stays where it was moved to
+			t.set = cpus
 		}
 	}
-	w.unlockMask()
+	t.unlockMask()
 	if err != nil {
-		return
+		return false
 	}
-	w.onCPU.Store(int32(to.First()))
-	w.c.Spreads++
+	t.onCPU.Store(int32(to.First()))
+	return true
 }
 
-// setMask sets the worker's thread mask to cpus and records it. Owner
-// only.
-func (w *Worker) setMask(cpus topology.CPUSet) {
-	w.lockMask()
-	if w.ownsMask(0) && w.thread.Set(cpus) == nil {
-		w.place.set = cpus
+// SetMask sets the worker's thread mask to cpus and records it, unless
+// the mask was set from outside. Owner only.
+func (t *Thread) SetMask(cpus topology.CPUSet) {
+	t.lockMask()
+	if t.ownsMask(0) && t.thread.Set(cpus) == nil {
+		t.set = cpus
 	}
-	w.unlockMask()
+	t.unlockMask()
 }
-
-// errNotOwned: the thread's mask is not the one the pool set (ownsMask).
-var errNotOwned = errors.New("pool: the thread's mask was set from outside")

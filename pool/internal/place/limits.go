@@ -1,6 +1,7 @@
-package pool
+package place
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -31,6 +32,10 @@ const spareThreads = 32
 // other goroutines, plus spareThreads.
 func runtimeHeadroom() int { return runtime.GOMAXPROCS(0) + spareThreads }
 
+// ErrTooManyWorkers: more workers locked to threads than the process may
+// start threads for (the pool's error of that name).
+var ErrTooManyWorkers = errors.New("pool: more workers than threads the process may start")
+
 // threadBound is one limit on the threads the process may still start.
 type threadBound struct {
 	room int    // threads that may still start under this limit
@@ -50,31 +55,31 @@ func goThreadBound(running int) threadBound {
 	}
 }
 
-// threadBounds lists the limits that apply to this process (threads.go,
-// threads_linux.go); a variable so that tests can give others.
+// threadBounds lists the limits that apply to this process (limits.go,
+// limits_linux.go); a variable so that tests can give others.
 var threadBounds = func() []threadBound {
 	running, osBounds := osThreadBounds()
 	return append([]threadBound{goThreadBound(running)}, osBounds...)
 }
 
-// workerLimitError is New's error for more thread-locked workers than the
+// LimitError is New's error for more thread-locked workers than the
 // process may start threads for.
-type workerLimitError struct {
+type LimitError struct {
 	from     string // where the count came from ("NUMAPOOL_NUM_WORKERS=…: "), or ""
 	workers  int    // the workers asked for
-	room     int    // the threads the workers may have: bound.room less headroom
+	Room     int    // the threads the workers may have: bound.room less headroom
 	headroom int
 	bound    threadBound // the tightest limit
 }
 
-func (e *workerLimitError) Error() string {
+func (e *LimitError) Error() string {
 	return fmt.Sprintf("pool: %s%d workers each need a thread of their own, but this process may start at most %d more for them: %s, and %d left to the Go runtime (GOMAXPROCS %d + %d)",
-		e.from, e.workers, max(e.room, 0), e.bound.what, e.headroom, e.headroom-spareThreads, spareThreads)
+		e.from, e.workers, max(e.Room, 0), e.bound.what, e.headroom, e.headroom-spareThreads, spareThreads)
 }
 
-func (e *workerLimitError) Unwrap() error { return ErrTooManyWorkers }
+func (e *LimitError) Unwrap() error { return ErrTooManyWorkers }
 
-// checkThreads returns a *workerLimitError when workers thread-locked
+// checkThreads returns a *LimitError when workers thread-locked
 // workers do not fit under the tightest of bounds once the runtime's
 // headroom is kept.
 func checkThreads(workers int, from string, bounds []threadBound) error {
@@ -89,7 +94,7 @@ func checkThreads(workers int, from string, bounds []threadBound) error {
 	}
 	headroom := runtimeHeadroom()
 	if room := tight.room - headroom; workers > room {
-		return &workerLimitError{from: from, workers: workers, room: room, headroom: headroom, bound: tight}
+		return &LimitError{from: from, workers: workers, Room: room, headroom: headroom, bound: tight}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package pool
+package place
 
 import (
 	"sync"
@@ -17,8 +17,8 @@ var cpuClaims = struct {
 	n map[int]int
 }{n: map[int]int{}}
 
-// claim is one pool's hold on its workers' CPUs, given back once.
-type claim struct {
+// Claim is one pool's hold on its workers' CPUs, given back once.
+type Claim struct {
 	once sync.Once
 	os   []int
 }
@@ -27,7 +27,7 @@ type claim struct {
 // cores first), each time the one with the fewest workers of live pools
 // and of this pool so far, the earliest in order on ties, and claims
 // them. The caller holds cpuClaims.
-func assignCPUs(t *topology.Topology, order []int, n int, c *claim) []int {
+func assignCPUs(t *topology.Topology, order []int, n int, c *Claim) []int {
 	cpus := make([]int, n)
 	for k := range cpus {
 		best, bestLoad := 0, -1
@@ -44,12 +44,12 @@ func assignCPUs(t *topology.Topology, order []int, n int, c *claim) []int {
 	return cpus
 }
 
-// release gives the claimed CPUs back. The last of the pool's workers to
+// Release gives the claimed CPUs back. The last of the pool's workers to
 // end calls it (workerEnded), also after a Shutdown that gave up while
 // tasks ran: until those tasks return, their workers' threads still run
 // on these CPUs, so a pool made meanwhile places its workers on others
 // first. A claim only orders the choice of CPUs; it reserves none.
-func (c *claim) release() {
+func (c *Claim) Release() {
 	if c == nil {
 		return
 	}
@@ -70,3 +70,14 @@ func osCPU(t *topology.Topology, cpu int) int {
 	}
 	return cpu
 }
+
+// ClaimedCPUs is how many OS CPUs the live pools' claims hold.
+func ClaimedCPUs() int {
+	cpuClaims.Lock()
+	defer cpuClaims.Unlock()
+	return len(cpuClaims.n)
+}
+
+// OSCPU is the OS number of topology CPU cpu (itself where the topology
+// has no such CPU).
+func OSCPU(t *topology.Topology, cpu int) int { return osCPU(t, cpu) }
