@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pool/internal/goruntime"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -148,7 +149,7 @@ func TestJoinReturnsPanics(t *testing.T) {
 }
 
 func TestJoinMisusePanics(t *testing.T) {
-	if !cheapGID && !raceEnabled {
+	if !goruntime.Cheap && !raceEnabled {
 		t.Skip("on this platform the owner check is compiled in with -race only")
 	}
 	p := newTestPool(t, WithWorkers(1))

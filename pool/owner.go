@@ -5,6 +5,8 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+
+	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
 // ownerID is the goroutine of a worker, so that a Worker used from another
@@ -28,11 +30,11 @@ type ownerID struct {
 }
 
 // set makes the calling goroutine the owner.
-func (o *ownerID) set() { o.g.Store(gid()) }
+func (o *ownerID) set() { o.g.Store(goruntime.G()) }
 
 // check panics when the calling goroutine is not the owner.
 func (o *ownerID) check(method string) {
-	if (cheapGID || raceEnabled) && (gid() != o.g.Load() || o.ended.Load()) {
+	if (goruntime.Cheap || raceEnabled) && (goruntime.G() != o.g.Load() || o.ended.Load()) {
 		panic(fmt.Sprintf("pool: Worker.%s called from a goroutine that is not running a task on that worker; a *Worker is valid only inside the task it was passed to", method))
 	}
 }
@@ -76,7 +78,7 @@ func (p *sched) workerOf() *Worker {
 	if m == nil {
 		return nil
 	}
-	if w := (*m)[gid()]; w != nil && !w.owner.ended.Load() {
+	if w := (*m)[goruntime.G()]; w != nil && !w.owner.ended.Load() {
 		return w
 	}
 	return nil

@@ -2,10 +2,14 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
 // A Worker used from a goroutine other than its task's panics with a
@@ -88,7 +92,7 @@ func TestWorkerUsedFromAnotherGoroutinePanics(t *testing.T) {
 }
 
 func TestWorkerMisusePanics(t *testing.T) {
-	if !cheapGID && !raceEnabled {
+	if !goruntime.Cheap && !raceEnabled {
 		t.Skip("on this platform the owner check is compiled in with -race only")
 	}
 	p := newTestPool(t, WithWorkers(1))
@@ -102,4 +106,81 @@ func TestWorkerMisusePanics(t *testing.T) {
 		}
 	}()
 	w.Spawn(func(*Worker) {})
+}
+
+// Inside a task gid is what the pool recorded for the task's worker
+// (ownerID, the owner table), and outside the pool it names no worker.
+func TestGIDMatchesTheWorkersOwner(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	type seen struct {
+		gid, owner uintptr
+		of, w      *Worker
+	}
+	for range 4 {
+		s := onWorker(t, p, func(w *Worker) seen {
+			return seen{goruntime.G(), w.owner.g.Load(), p.workerOf(), w}
+		})
+		if s.gid != s.owner {
+			t.Errorf("in a task on worker %d goruntime.G() = %#x, the worker's owner is %#x", s.w.ID(), s.gid, s.owner)
+		}
+		if s.of != s.w {
+			t.Errorf("in a task on worker %d workerOf() = %p, want the worker %p", s.w.ID(), s.of, s.w)
+		}
+	}
+	if w := p.workerOf(); w != nil {
+		t.Errorf("workerOf() outside the pool = worker %d", w.ID())
+	}
+}
+
+// Goroutines that reuse ended workers' g addresses are not taken for
+// workers.
+func gIDReuseAfterEnd(t *testing.T) {
+	for round := range 20 {
+		p := newTestPool(t, WithWorkers(2))
+		var ws [2]*Worker
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Add(1)
+			p.Submit(context.Background(), func(w *Worker) { mu.Lock(); ws[w.id] = w; mu.Unlock(); wg.Done() })
+		}
+		wg.Wait()
+		g := p.Group(context.Background())
+		p.Close()
+		var bad atomic.Int32
+		var wg2 sync.WaitGroup
+		for range 2000 {
+			wg2.Add(1)
+			go func() {
+				defer wg2.Done()
+				if p.workerOf() != nil {
+					bad.Add(1)
+				}
+				for _, w := range ws {
+					if w == nil {
+						continue
+					}
+					r := recovered(func() { w.Spawn(func(*Worker) {}) })
+					if s, _ := r.(string); !strings.HasPrefix(s, "pool:") {
+						bad.Add(1)
+					}
+				}
+				g.Go(func(*Worker) error { return nil })
+			}()
+		}
+		wg2.Wait()
+		if err := g.Wait(); !errors.Is(err, ErrClosed) {
+			t.Errorf("round %d: group on closed pool: %v", round, err)
+		}
+		if bad.Load() != 0 {
+			t.Fatalf("round %d: %d goroutines taken for workers", round, bad.Load())
+		}
+	}
+}
+
+// TestGIDAdversarial runs the adversarial cases of the g-pointer identity, one subtest
+// each: races and load meant to break what the tests above assert.
+func TestGIDAdversarial(t *testing.T) {
+	t.Run("ReuseAfterEnd", gIDReuseAfterEnd)
 }

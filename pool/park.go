@@ -3,6 +3,8 @@ package pool
 import (
 	"runtime"
 	"time"
+
+	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
 // park sleeps until there is work, or with a latch l (a task waiting
@@ -181,7 +183,7 @@ func (w *Worker) spin(l *latch) item {
 	p := w.pool
 	limit := p.cfg.spinFor()
 	deadline := time.Now().Add(limit)
-	var crowded crowding
+	var crowded goruntime.Crowding
 	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
 		if l.probe() {
@@ -200,12 +202,12 @@ func (w *Worker) spin(l *latch) item {
 		if now < nextLook {
 			continue
 		}
-		nextLook = now + int64(gaugeEvery)
-		seq, runnable := p.runnable.waiting(now, w.seek.runnable[:])
-		switch crowded.look(seq, runnable, limit >= 0) {
-		case giveWayPark:
+		nextLook = now + int64(goruntime.GaugeEvery)
+		seq, runnable := p.runnable.Waiting(now, w.seek.runnable[:])
+		switch crowded.Look(seq, runnable, limit >= 0) {
+		case goruntime.GiveWayPark:
 			return item{}
-		case giveWayYield:
+		case goruntime.GiveWayYield:
 			runtime.Gosched()
 		}
 	}

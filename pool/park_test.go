@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapool/numapool/pool/internal/goruntime"
 	"github.com/numapool/numapool/pool/internal/place"
 )
 
@@ -118,4 +119,30 @@ func poolThreads(p *Pool) []int {
 		tids = append(tids, tid)
 	}
 	return tids
+}
+
+// A pool's searchers take their readings through the gauge: two active
+// searchers spinning for 100 ms begin at most one per goruntime.GaugeEvery between
+// them. Before the gauge each read the count for itself every eight turns
+// of its loop: 680-1210 readings a millisecond here, and the process's
+// threads switched 1000-8500 times in 200 ms (the semaphore behind the
+// reading parks a reader that finds it held); through it, 320-350 readings
+// a millisecond and 50-80 switches.
+func TestSearchersShareOneRunnableReading(t *testing.T) {
+	p := newTestPool(t, WithBlockTime(-1), WithSpec("1x4")) // two searchers
+	defer p.Close()
+	time.Sleep(20 * time.Millisecond) // the searchers are spinning by now
+	before := p.sched.runnable.Reads()
+	start := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	reads := p.sched.runnable.Reads() - before
+	elapsed := time.Since(start)
+	limit := uint64(elapsed/goruntime.GaugeEvery) + 2
+	t.Logf("%d readings in %v (at most %d)", reads, elapsed, limit)
+	if reads == 0 {
+		t.Errorf("active searchers never looked for goroutines waiting for a processor in %v", elapsed)
+	}
+	if reads > limit {
+		t.Errorf("%d readings of the runnable count in %v, want at most one per %v (%d)", reads, elapsed, goruntime.GaugeEvery, limit)
+	}
 }

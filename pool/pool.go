@@ -11,6 +11,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/numapool/numapool/pool/internal/goruntime"
 	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
@@ -91,12 +92,12 @@ type sched struct {
 	workers    []*Worker
 	layout     *steal.Layout
 	idle       idle
-	runnable   runnableGauge // whether goroutines wait for a processor (runnable.go)
-	stash      stash         // task records to reuse (task.go)
-	labels     labelCache    // the label sets of tasks (labels.go)
-	byG        owners        // the workers by their goroutine (owner.go)
-	order      []int         // Submit's round robin over domains, weighted by size
-	cpuDomains [][]int       // per OS CPU, the domains whose CPUs hold it (callerDomain)
+	runnable   goruntime.Gauge // whether goroutines wait for a processor (internal/goruntime)
+	stash      stash           // task records to reuse (task.go)
+	labels     labelCache      // the label sets of tasks (labels.go)
+	byG        owners          // the workers by their goroutine (owner.go)
+	order      []int           // Submit's round robin over domains, weighted by size
+	cpuDomains [][]int         // per OS CPU, the domains whose CPUs hold it (callerDomain)
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	notes      []string // what a setting chose (the CPU kind), for Explain

@@ -76,7 +76,7 @@ type seekState struct {
 	keepOff     keepOff           // other domains this worker leaves alone for a while
 	keepTimer   *time.Timer       // wakes the parked worker when a keep-off ends
 	cross       crossSteal        // the last steal from another node, until its first task's fate counts it
-	runnable    [1]metrics.Sample // for reading the pool's runnableGauge
+	runnable    [1]metrics.Sample // for reading the pool's goruntime.Gauge
 }
 
 // fairness is a worker's fairness clock (owner only): every interval

@@ -1,21 +1,21 @@
 //go:build amd64 || arm64
 
-package pool
+package goruntime
 
-// cheapGID: gid costs a couple of nanoseconds, so every build checks the
+// Cheap: G costs a couple of nanoseconds, so every build checks the
 // owner of a Worker on every call.
-const cheapGID = true
+const Cheap = true
 
-// gid identifies the calling goroutine: the address of its runtime g,
+// G identifies the calling goroutine: the address of its runtime g,
 // unique among live goroutines only: the runtime gives an ended
 // goroutine's g to a later one. A worker's goroutine that ends before its
 // pool (runtime.Goexit in a task) gives up its g in the owner table and
-// in ownerID before it ends (owner.go), so the later goroutine is not
+// in its owner before it ends (the pool's owner.go), so the later goroutine is not
 // taken for the worker.
 //
-// curG (gid_amd64.s, gid_arm64.s) relies on runtime internals that no
-// release promises, checked against Go 1.26 (gidVerifiedGo in
-// gid_test.go, whose test fails on a newer release until they are
+// curG (g_amd64.s, g_arm64.s) relies on runtime internals that no
+// release promises, checked against Go 1.26 (gVerifiedGo in
+// g_test.go, whose test fails on a newer release until they are
 // checked again):
 //   - where the current g is kept. On amd64, in a thread-local slot: the
 //     assembler's (TLS) operand loads it, as the runtime's own get_tls
@@ -31,6 +31,6 @@ const cheapGID = true
 // curG reads no field of the g, so the g's layout does not matter to it;
 // the test reads two fields (goid, the stack bounds) at their Go 1.26
 // offsets to check that the address is the calling goroutine's g.
-func gid() uintptr { return curG() }
+func G() uintptr { return curG() }
 
 func curG() uintptr

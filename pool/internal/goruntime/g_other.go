@@ -1,6 +1,6 @@
 //go:build !amd64 && !arm64
 
-package pool
+package goruntime
 
 import (
 	"bytes"
@@ -8,16 +8,16 @@ import (
 	"strconv"
 )
 
-// cheapGID: without the g register gid parses runtime.Stack (about a
+// Cheap: without the g register G parses runtime.Stack (about a
 // microsecond), so only race-enabled builds check the owner of a Worker
 // on its hot methods.
-const cheapGID = false
+const Cheap = false
 
-// gid identifies the calling goroutine by its id.
-func gid() uintptr { return uintptr(goid()) }
+// G identifies the calling goroutine by its id.
+func G() uintptr { return uintptr(goid()) }
 
 // goid returns the calling goroutine's id, parsed from runtime.Stack (a
-// microsecond or so): for platforms without a cheap gid.
+// microsecond or so): for platforms without a cheap G.
 func goid() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

@@ -1,4 +1,4 @@
-package pool
+package goruntime
 
 import (
 	"runtime/metrics"
@@ -8,18 +8,18 @@ import (
 
 // How a spinning searcher gives way to goroutines that wait for its
 // processor (Worker.spin): it looks at whether goroutines wait for a
-// processor at most every gaugeEvery, through its pool's runnableGauge,
+// processor at most every GaugeEvery, through its pool's Gauge,
 // and gives way when two looks in a row, at two different readings, see
-// them (crowding).
+// them (Crowding).
 
-// gaugeEvery is how often readings of the runtime's count of runnable
-// goroutines begin at most, for a whole pool (runnableGauge), and how far
+// GaugeEvery is how often readings of the runtime's count of runnable
+// goroutines begin at most, for a whole pool (Gauge), and how far
 // apart one searcher's looks at it are at least (Worker.spin).
-const gaugeEvery = 2 * time.Microsecond
+const GaugeEvery = 2 * time.Microsecond
 
-// runnableGauge tells a pool's spinning searchers whether goroutines wait
+// Gauge tells a pool's spinning searchers whether goroutines wait
 // for a processor: the runtime's count of runnable goroutines, read by
-// whichever searcher finds the last reading gaugeEvery old, and shared.
+// whichever searcher finds the last reading GaugeEvery old, and shared.
 //
 // The runtime counts them under its scheduler's global lock, which every
 // goroutine's yield and many of its wake-ups take, and behind a semaphore
@@ -27,10 +27,10 @@ const gaugeEvery = 2 * time.Microsecond
 // switch. Read by every searcher for itself every microsecond or so, the
 // readings would grow with the number of searchers (up to half the
 // workers of a machine) and contend with each other and with the whole
-// process's scheduling. Shared, at most one begins per gaugeEvery for the
+// process's scheduling. Shared, at most one begins per GaugeEvery for the
 // whole pool.
-type runnableGauge struct {
-	_ [cacheLine]byte
+type Gauge struct {
+	_ [64]byte
 	// at is when the last reading began, on the pool's clock; the
 	// searcher whose CAS moves it takes the next one.
 	at atomic.Int64
@@ -40,16 +40,16 @@ type runnableGauge struct {
 	// found runnable goroutines. A reading that ends after a later one
 	// does not replace it.
 	last atomic.Uint64
-	_    [cacheLine]byte
+	_    [64]byte
 }
 
-// waiting returns the latest reading, its number (0: none yet) and
+// Waiting returns the latest reading, its number (0: none yet) and
 // whether it found goroutines waiting for a processor, taking a new one
-// with the caller's own sample buffer when the last began gaugeEvery or
+// with the caller's own sample buffer when the last began GaugeEvery or
 // more before now (the pool's clock).
-func (g *runnableGauge) waiting(now int64, sample []metrics.Sample) (seq uint64, runnable bool) {
+func (g *Gauge) Waiting(now int64, sample []metrics.Sample) (seq uint64, runnable bool) {
 	last := g.at.Load()
-	if now-last < int64(gaugeEvery) || !g.at.CompareAndSwap(last, now) {
+	if now-last < int64(GaugeEvery) || !g.at.CompareAndSwap(last, now) {
 		r := g.last.Load()
 		return r >> 1, r&1 == 1
 	}
@@ -65,7 +65,7 @@ func (g *runnableGauge) waiting(now int64, sample []metrics.Sample) (seq uint64,
 	return seq, runnable
 }
 
-// crowding counts a spinning searcher's looks in a row that saw goroutines
+// Crowding counts a spinning searcher's looks in a row that saw goroutines
 // waiting for a processor. One sighting is not enough to give way: a
 // goroutine outside the pool that waits for a result yields its processor
 // while it waits (spinUntil), and is runnable for a moment each time.
@@ -75,39 +75,42 @@ func (g *runnableGauge) waiting(now int64, sample []metrics.Sample) (seq uint64,
 // a processor is seen by both: so a searcher gives way on the second. A
 // look that finds no new reading (the last is still the one it saw
 // before) counts for nothing.
-type crowding struct {
+type Crowding struct {
 	seen int    // looks in a row that saw goroutines waiting
 	last uint64 // the number of the reading the last look saw
 }
 
-// giveWay is what a spinning searcher does after a look (crowding.look).
-type giveWay int
+// GiveWay is what a spinning searcher does after a look (Crowding.Look).
+type GiveWay int
 
 const (
-	giveWayNot   giveWay = iota // go on searching
-	giveWayPark                 // park: the processor goes to whoever waits
-	giveWayYield                // yield the processor once, then search on
+	GiveWayNot   GiveWay = iota // go on searching
+	GiveWayPark                 // park: the processor goes to whoever waits
+	GiveWayYield                // yield the processor once, then search on
 )
 
-// look takes one look's answer, the reading's number (runnableGauge) and
+// Look takes one look's answer, the reading's number (Gauge) and
 // whether goroutines wait for a processor, and says whether to give way;
 // parks says the searcher parks rather than yields (it has a block time).
-func (c *crowding) look(seq uint64, runnable, parks bool) giveWay {
+func (c *Crowding) Look(seq uint64, runnable, parks bool) GiveWay {
 	if seq == c.last {
-		return giveWayNot // no new reading since the last look (or none yet)
+		return GiveWayNot // no new reading since the last look (or none yet)
 	}
 	c.last = seq
 	switch {
 	case !runnable:
 		c.seen = 0
-		return giveWayNot
+		return GiveWayNot
 	case c.seen == 0:
 		c.seen = 1
-		return giveWayNot
+		return GiveWayNot
 	}
 	c.seen = 0
 	if parks {
-		return giveWayPark
+		return GiveWayPark
 	}
-	return giveWayYield
+	return GiveWayYield
 }
+
+// Reads returns how many readings the gauge has begun.
+func (g *Gauge) Reads() uint64 { return g.reads.Load() }

@@ -1,21 +1,18 @@
-package pool
+package goruntime
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 )
 
-// gidVerifiedGo is the newest Go release whose runtime curG and the g
-// layout below were checked against (gid_asm.go lists what to check).
-const gidVerifiedGo = "1.26"
+// gVerifiedGo is the newest Go release whose runtime curG and the g
+// layout below were checked against (g_asm.go lists what to check).
+const gVerifiedGo = "1.26"
 
 // The offsets of fields of the runtime's g on 64-bit platforms in Go
 // 1.26 (runtime/runtime2.go): stack.lo and stack.hi open the struct, and
@@ -67,19 +64,19 @@ func TestGoMinor(t *testing.T) {
 	}
 }
 
-// A Go release newer than gidVerifiedGo fails here until someone checks
-// curG and the g layout against its runtime and raises gidVerifiedGo.
+// A Go release newer than gVerifiedGo fails here until someone checks
+// curG and the g layout against its runtime and raises gVerifiedGo.
 func TestGIDVerifiedForThisGo(t *testing.T) {
-	if !cheapGID {
-		t.Skip("gid parses runtime.Stack on this platform: no assembly to check")
+	if !Cheap {
+		t.Skip("G parses runtime.Stack on this platform: no assembly to check")
 	}
-	verified, _ := goMinor("go" + gidVerifiedGo)
+	verified, _ := goMinor("go" + gVerifiedGo)
 	running, ok := goMinor(runtime.Version())
 	if !ok {
-		t.Fatalf("gid reads the runtime's g (gid_amd64.s, gid_arm64.s), checked against Go %s; %s names no Go release to compare: check gid_asm.go's list against this runtime", gidVerifiedGo, runtime.Version())
+		t.Fatalf("G reads the runtime's g (g_amd64.s, g_arm64.s), checked against Go %s; %s names no Go release to compare: check g_asm.go's list against this runtime", gVerifiedGo, runtime.Version())
 	}
 	if running > verified {
-		t.Fatalf("gid reads the runtime's g (gid_amd64.s, gid_arm64.s), checked against Go %s, and this is %s: check gid_asm.go's list and gid_test.go's offsets against runtime/runtime2.go of this release, then raise gidVerifiedGo", gidVerifiedGo, runtime.Version())
+		t.Fatalf("G reads the runtime's g (g_amd64.s, g_arm64.s), checked against Go %s, and this is %s: check g_asm.go's list and g_test.go's offsets against runtime/runtime2.go of this release, then raise gVerifiedGo", gVerifiedGo, runtime.Version())
 	}
 }
 
@@ -99,34 +96,34 @@ func stackGoid() (uint64, string) {
 
 // gField reads the word at offset off of the g at address g.
 func gField(g uintptr, off uintptr) uint64 {
-	// The runtime neither frees nor moves a g (gid_asm.go), so its address
+	// The runtime neither frees nor moves a g (g_asm.go), so its address
 	// may be turned back into a pointer.
 	p := *(*unsafe.Pointer)(unsafe.Pointer(&g))
 	return *(*uint64)(unsafe.Add(p, off))
 }
 
-// checkG checks, on the calling goroutine, that gid is its runtime g: the
+// checkG checks, on the calling goroutine, that G is its runtime g: the
 // g's goid is the id runtime.Stack prints, and its stack bounds hold a
 // local variable. It reports with t.Errorf only, so any goroutine may
 // call it.
 func checkG(t *testing.T, where string) uintptr {
 	t.Helper()
-	g := gid()
+	g := G()
 	if g == 0 {
-		t.Errorf("%s: gid() = 0", where)
+		t.Errorf("%s: G() = 0", where)
 		return 0
 	}
 	want, text := stackGoid()
 	if text != "" {
 		t.Errorf("%s: runtime.Stack begins %q, not \"goroutine N \"", where, text)
 	} else if got := gField(g, gGoidOffset); got != want {
-		t.Errorf("%s: the g at gid() has goid %d, runtime.Stack says goroutine %d: gid is not the g's address, or goid moved (%s)", where, got, want, runtime.Version())
+		t.Errorf("%s: the g at G() has goid %d, runtime.Stack says goroutine %d: G is not the g's address, or goid moved (%s)", where, got, want, runtime.Version())
 	}
 	var local byte
 	addr := uint64(uintptr(unsafe.Pointer(&local)))
 	lo, hi := gField(g, gStackLoOffset), gField(g, gStackHiOffset)
 	if addr < lo || addr >= hi {
-		t.Errorf("%s: a local at %#x lies outside the stack [%#x, %#x) of the g at gid(): gid is not the g's address, or the stack bounds moved (%s)", where, addr, lo, hi, runtime.Version())
+		t.Errorf("%s: a local at %#x lies outside the stack [%#x, %#x) of the g at G(): G is not the g's address, or the stack bounds moved (%s)", where, addr, lo, hi, runtime.Version())
 	}
 	return g
 }
@@ -142,30 +139,30 @@ func growStack(depth int, fn func()) int {
 	return growStack(depth-1, fn) + int(pad[depth%len(pad)])
 }
 
-// gid is the calling goroutine's runtime g, checked against two of its
+// G is the calling goroutine's runtime g, checked against two of its
 // fields, on the test's goroutine and on fresh ones, and it stays the same
 // while the goroutine yields, blocks and has its stack moved.
 func TestGIDIsTheRuntimeG(t *testing.T) {
-	if !cheapGID {
-		t.Skip("gid is the goroutine's id on this platform, not its g")
+	if !Cheap {
+		t.Skip("G is the goroutine's id on this platform, not its g")
 	}
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the g offsets are those of 64-bit platforms")
 	}
 	g := checkG(t, "test goroutine")
 	runtime.Gosched()
-	if got := gid(); got != g {
-		t.Errorf("gid() changed from %#x to %#x across runtime.Gosched", g, got)
+	if got := G(); got != g {
+		t.Errorf("G() changed from %#x to %#x across runtime.Gosched", g, got)
 	}
 	growStack(10000, func() {
 		if got := checkG(t, "after stack growth"); got != g {
-			t.Errorf("gid() changed from %#x to %#x as the stack grew", g, got)
+			t.Errorf("G() changed from %#x to %#x as the stack grew", g, got)
 		}
 	})
 	ch := make(chan uintptr)
 	go func() { ch <- checkG(t, "fresh goroutine") }()
 	if other := <-ch; other == g {
-		t.Errorf("gid() is %#x on two live goroutines", g)
+		t.Errorf("G() is %#x on two live goroutines", g)
 	}
 }
 
@@ -180,11 +177,11 @@ func TestGIDDistinctAndStable(t *testing.T) {
 	var done sync.WaitGroup
 	for i := range n {
 		done.Go(func() {
-			gids[i] = gid()
+			gids[i] = G()
 			ready.Done()
 			hold.Wait() // all n stay alive until every one has its gid
 			runtime.Gosched()
-			unstable[i] = gid() != gids[i]
+			unstable[i] = G() != gids[i]
 		})
 	}
 	ready.Wait()
@@ -193,91 +190,14 @@ func TestGIDDistinctAndStable(t *testing.T) {
 	seen := make(map[uintptr]int, n)
 	for i, g := range gids {
 		if g == 0 {
-			t.Errorf("goroutine %d: gid() = 0", i)
+			t.Errorf("goroutine %d: G() = 0", i)
 		}
 		if j, dup := seen[g]; dup {
 			t.Errorf("goroutines %d and %d, both alive, have gid %#x", j, i, g)
 		}
 		seen[g] = i
 		if unstable[i] {
-			t.Errorf("goroutine %d: gid() changed while it lived", i)
+			t.Errorf("goroutine %d: G() changed while it lived", i)
 		}
 	}
-}
-
-// Inside a task gid is what the pool recorded for the task's worker
-// (ownerID, the owner table), and outside the pool it names no worker.
-func TestGIDMatchesTheWorkersOwner(t *testing.T) {
-	p := newTestPool(t, WithWorkers(2))
-	defer p.Close()
-	type seen struct {
-		gid, owner uintptr
-		of, w      *Worker
-	}
-	for range 4 {
-		s := onWorker(t, p, func(w *Worker) seen {
-			return seen{gid(), w.owner.g.Load(), p.workerOf(), w}
-		})
-		if s.gid != s.owner {
-			t.Errorf("in a task on worker %d gid() = %#x, the worker's owner is %#x", s.w.ID(), s.gid, s.owner)
-		}
-		if s.of != s.w {
-			t.Errorf("in a task on worker %d workerOf() = %p, want the worker %p", s.w.ID(), s.of, s.w)
-		}
-	}
-	if w := p.workerOf(); w != nil {
-		t.Errorf("workerOf() outside the pool = worker %d", w.ID())
-	}
-}
-
-// Goroutines that reuse ended workers' g addresses are not taken for
-// workers.
-func gIDReuseAfterEnd(t *testing.T) {
-	for round := range 20 {
-		p := newTestPool(t, WithWorkers(2))
-		var ws [2]*Worker
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for range 200 {
-			wg.Add(1)
-			p.Submit(context.Background(), func(w *Worker) { mu.Lock(); ws[w.id] = w; mu.Unlock(); wg.Done() })
-		}
-		wg.Wait()
-		g := p.Group(context.Background())
-		p.Close()
-		var bad atomic.Int32
-		var wg2 sync.WaitGroup
-		for range 2000 {
-			wg2.Add(1)
-			go func() {
-				defer wg2.Done()
-				if p.workerOf() != nil {
-					bad.Add(1)
-				}
-				for _, w := range ws {
-					if w == nil {
-						continue
-					}
-					r := recovered(func() { w.Spawn(func(*Worker) {}) })
-					if s, _ := r.(string); !strings.HasPrefix(s, "pool:") {
-						bad.Add(1)
-					}
-				}
-				g.Go(func(*Worker) error { return nil })
-			}()
-		}
-		wg2.Wait()
-		if err := g.Wait(); !errors.Is(err, ErrClosed) {
-			t.Errorf("round %d: group on closed pool: %v", round, err)
-		}
-		if bad.Load() != 0 {
-			t.Fatalf("round %d: %d goroutines taken for workers", round, bad.Load())
-		}
-	}
-}
-
-// TestGIDAdversarial runs the adversarial cases of the g-pointer identity, one subtest
-// each: races and load meant to break what the tests above assert.
-func TestGIDAdversarial(t *testing.T) {
-	t.Run("ReuseAfterEnd", gIDReuseAfterEnd)
 }
