@@ -38,6 +38,7 @@ type Numeric interface {
 // release unmaps the slice; a second call unmaps nothing and returns an
 // error saying the slice was released already.
 func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err error) {
+	mustNode(node, "AllocOnNode")
 	call := fmt.Sprintf("AllocOnNode(node %d, %d)", node.ID(), n)
 	mem, err := node.memory()
 	if errors.Is(err, ErrUnknownNode) {

@@ -152,6 +152,7 @@ const (
 // Called from one of the pool's tasks it closes intake and returns
 // ErrInsideTask at once.
 func (p *Pool) Close() error {
+	mustPool(p, "Close")
 	_, err := p.Shutdown(context.Background())
 	return err
 }
@@ -175,6 +176,7 @@ func (p *Pool) Close() error {
 // Shutdown close intake and return ErrInsideTask at once instead of
 // waiting for themselves.
 func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
+	mustPool(p, "Shutdown")
 	ctx = orBackground(ctx)
 	p.beginClose()
 	if p.onWorker() {

@@ -37,6 +37,7 @@ type PerWorker[T any] struct {
 // NewPerWorker returns a PerWorker of p with every value set by init, or
 // left zero when init is nil.
 func NewPerWorker[T any](p *Pool, init func() T) *PerWorker[T] {
+	mustPool(p, "NewPerWorker")
 	s := &PerWorker[T]{pool: p.sched, cells: make([]padded[T], len(p.workers))}
 	if init != nil {
 		for i := range s.cells {
@@ -98,6 +99,7 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	mapper func(w *Worker, lo, hi int) (T, error), combine func(a, b T) T) (T, error) {
 	var zero T
+	mustPool(p, "MapReduce")
 	if mapper == nil || combine == nil {
 		panic("pool: MapReduce with a nil function")
 	}
