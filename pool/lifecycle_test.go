@@ -341,6 +341,8 @@ func (r *lcRound) check() {
 		case e.err == nil:
 		case errors.Is(e.err, context.DeadlineExceeded):
 			aborted = true
+		case errors.Is(e.err, ErrAbandoned):
+			aborted = true // an exit after a Shutdown gave up: the count, not the other ctx's error
 		default:
 			r.problem("%s = %d, %v", e.what, e.n, e.err)
 		}
