@@ -179,14 +179,15 @@
 //
 // # Errors and misuse
 //
-// Conditions a caller cannot rule out return errors
-// to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
-// ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer
+// Conditions a caller cannot rule out return errors to branch on with
+// errors.Is: ErrClosed, ErrFull, ErrUnknownNode, ErrInsideTask,
+// ErrAbandoned, ErrGoexit, ErrTooManyWorkers, ErrNodeMemory. Programmer
 // mistakes panic with a message that starts with "pool:", the same in
 // every call: a nil function; a nil *Pool or a Pool not made by New, a
-// Node not made by Pool.Node, a nil Target or a nil *Worker; a Worker used from a goroutine that is
-// not running a task on it (checked in every build on amd64 and arm64,
-// with -race elsewhere), SetLimit on a Group with active tasks. A panic never leaves a queue half-changed.
+// Node not made by Pool.Node, a nil Target or a nil *Worker; a Worker
+// used from a goroutine that is not running a task on it (checked in
+// every build on amd64 and arm64, with -race elsewhere), SetLimit on a
+// Group with active tasks. A panic never leaves a queue half-changed.
 //
 // # Panics and runtime.Goexit in tasks
 //
