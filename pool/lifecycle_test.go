@@ -2233,8 +2233,8 @@ func (c *lateCtx) Err() error {
 // ctx done and ctx's error, the count of tasks dropped once: it returned
 // before ctx was done with "pool: task dropped by Shutdown: N tasks:
 // pool: task dropped by Shutdown: context deadline exceeded", ctx.Err()
-// still nil (1–2 Shutdowns in 20 with a context.WithTimeout; every time
-// with lateCtx). Close afterwards names the sentinel once, the count, and
+// still nil, now and then with a context.WithTimeout and every time with
+// lateCtx. Close afterwards names the sentinel once, the count, and
 // no context's error: its own never ends.
 func TestShutdownErrorWhenWorkersSeeTheDeadlineFirst(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))

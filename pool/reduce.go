@@ -275,8 +275,8 @@ func (b *chunkBlock[T]) take(park bool) (c int, ok, full bool) {
 func (l *chunkLoop[T]) put(i, c int, v T) (restart int) {
 	b := &l.blocks[i].v
 	b.mu.Lock()
-	k := c % len(b.ring)
-	b.ring[k], b.ready[k] = v, true
+	slot := c % len(b.ring)
+	b.ring[slot], b.ready[slot] = v, true
 	if b.folding {
 		b.mu.Unlock()
 		return 0
