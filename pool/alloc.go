@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -35,9 +37,21 @@ type Numeric interface {
 // names the nodes there are. On systems without NUMA placement it
 // returns pin.ErrUnsupported.
 //
+// The size asked is checked against the node's free memory first (on
+// Linux its meminfo: MemFree and the page cache and slab the kernel can
+// reclaim, swap not counted): more than that is an error wrapping
+// ErrNodeMemory that names the node, the size and the free memory, and
+// nothing is bound. The check is a snapshot: memory that others take
+// between it and the binding, or that runs out after it, is not
+// reported as an error, since the pages are bound to the node and
+// placed at once: the kernel then reclaims and swaps, and if that is not
+// enough its OOM killer ends a process, possibly this one. Where the free
+// memory cannot be read, nothing is checked.
+//
 // release unmaps the slice; a second call unmaps nothing and returns an
 // error saying the slice was released already.
 func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err error) {
+	mustNode(node, "AllocOnNode")
 	call := fmt.Sprintf("AllocOnNode(node %d, %d)", node.ID(), n)
 	mem, err := node.memory()
 	if errors.Is(err, ErrUnknownNode) {
@@ -50,6 +64,9 @@ func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err 
 		if err := checkMemoryNode(call, mem); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := checkNodeFree[T](call, mem, n); err != nil {
+		return nil, nil, err
 	}
 	s, release, err = mapSlice[T](call, n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, mem) })
 	if err != nil {
@@ -129,6 +146,81 @@ func checkMemoryNode(call string, node int) error {
 		return &memoryNodeError{call: call, node: node, nodes: nodes}
 	}
 	return nil
+}
+
+// ErrNodeMemory: AllocOnNode was asked for more than the node's free
+// memory; the error names the node, the size asked and the free memory.
+var ErrNodeMemory = errors.New("pool: not enough free memory on the node")
+
+// nodeMemoryError is AllocOnNode's error for a size past the node's free
+// memory.
+type nodeMemoryError struct {
+	call       string
+	node       int
+	size, free int64
+}
+
+func (e *nodeMemoryError) Error() string {
+	return fmt.Sprintf("pool: %s: %s: %d bytes asked of node %d, which has %d bytes free or reclaimable",
+		e.call, strings.TrimPrefix(ErrNodeMemory.Error(), "pool: "), e.size, e.node, e.free)
+}
+
+func (e *nodeMemoryError) Unwrap() error { return ErrNodeMemory }
+
+// checkNodeFree returns a *nodeMemoryError if n elements of T are more
+// than node's free memory, and nil when they fit, when the size
+// overflows (mapSlice says so) or when the free memory is unknown.
+func checkNodeFree[T Numeric](call string, node, n int) error {
+	size := int64(unsafe.Sizeof(*new(T)))
+	if n <= 0 || int64(n) > math.MaxInt64/size {
+		return nil
+	}
+	free, ok := nodeFree(node)
+	if ok && int64(n)*size > free {
+		return &nodeMemoryError{call: call, node: node, size: int64(n) * size, free: free}
+	}
+	return nil
+}
+
+// nodeFree returns the memory of an OS node that an allocation bound to
+// it can get without swapping, in bytes, and whether it could be read: a
+// variable so that tests can give other figures.
+var nodeFree = readNodeFree
+
+// readNodeFree reads node's meminfo in sysfs (Linux): MemFree, plus the
+// file pages (Active(file), Inactive(file)) and the reclaimable kernel
+// memory (KReclaimable, else SReclaimable) that the kernel gives up
+// before it fails an allocation. It overstates what a binding can get
+// rather than refuse one that would fit (not every file page can be
+// dropped at once); numapool topo shows MemFree alone.
+func readNodeFree(node int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/meminfo", node))
+	if err != nil {
+		return 0, false
+	}
+	kb := map[string]int64{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// "Node 0 MemFree:         3229476 kB"
+		f := strings.Fields(line)
+		if len(f) == 5 && f[0] == "Node" && f[4] == "kB" {
+			if v, err := strconv.ParseInt(f[3], 10, 64); err == nil && v >= 0 {
+				kb[strings.TrimSuffix(f[2], ":")] = v
+			}
+		}
+	}
+	memFree, ok := kb["MemFree"]
+	if !ok {
+		return 0, false
+	}
+	reclaimable, ok := kb["KReclaimable"]
+	if !ok {
+		reclaimable = kb["SReclaimable"]
+	}
+	total := memFree + kb["Active(file)"] + kb["Inactive(file)"] + reclaimable
+	if total > math.MaxInt64>>10 {
+		return math.MaxInt64, true
+	}
+	return total << 10, true
 }
 
 // AllocFirstTouch returns a slice of n zeroed elements whose pages are

@@ -343,3 +343,77 @@ func TestAllocFirstTouch(t *testing.T) {
 		t.Error("a page written by ParallelFor is not present")
 	}
 }
+
+// AllocOnNode of more than the node's free memory is an error wrapping
+// ErrNodeMemory that names the node, the size asked and the free memory,
+// before anything is bound: binding more than there is gets the process
+// killed by the kernel's OOM killer. Within the free memory, or with the
+// free memory unknown, it allocates as before. The free figure here is
+// the seam's (nodeFree); the last case asks the real node for four times
+// its whole memory, only where the free figure can be read (else it
+// would bind it).
+func TestAllocOnNodeRefusesMoreThanIsFree(t *testing.T) {
+	p := newTestPool(t)
+	defer p.Close()
+	node := -1
+	for _, id := range p.Nodes() {
+		if id >= 0 {
+			node = id
+			break
+		}
+	}
+	if node < 0 {
+		t.Skip("the pool has no node with an OS ID")
+	}
+	real := nodeFree
+	defer func() { nodeFree = real }()
+
+	const free = 1 << 20
+	nodeFree = func(id int) (int64, bool) { return free, id == node }
+	const n = 1 << 18 // 2 MiB of float64
+	_, _, err := AllocOnNode[float64](p.Node(node), n)
+	if errors.Is(err, pin.ErrUnsupported) {
+		t.Skip(err)
+	}
+	if !errors.Is(err, ErrNodeMemory) {
+		t.Fatalf("AllocOnNode of 2 MiB with 1 MiB free = %v, want ErrNodeMemory", err)
+	}
+	for _, want := range []string{fmt.Sprintf("node %d", node), strconv.Itoa(n * 8), strconv.Itoa(free)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		free func(int) (int64, bool)
+	}{
+		{"within the free memory", func(int) (int64, bool) { return 4 << 20, true }},
+		{"free memory unknown", func(int) (int64, bool) { return 0, false }},
+	} {
+		nodeFree = c.free
+		s, release, err := AllocOnNode[float64](p.Node(node), n)
+		if err != nil {
+			t.Errorf("AllocOnNode of 2 MiB, %s = %v, want a slice", c.name, err)
+			continue
+		}
+		s[n-1] = 1
+		if err := release(); err != nil {
+			t.Error(err)
+		}
+	}
+
+	nodeFree = real
+	if mem, ok := real(node); ok {
+		var total int64
+		for _, nd := range topology.Discover().Nodes {
+			if nd.ID == node {
+				total = nd.MemoryBytes
+			}
+		}
+		ask := 4 * max(total, mem) / 8
+		_, _, err := AllocOnNode[float64](p.Node(node), int(ask))
+		if !errors.Is(err, ErrNodeMemory) {
+			t.Errorf("AllocOnNode of %d bytes, four times node %d's memory = %v, want ErrNodeMemory", ask*8, node, err)
+		}
+	}
+}

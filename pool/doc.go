@@ -179,13 +179,15 @@
 //
 // # Errors and misuse
 //
-// Conditions a caller cannot rule out return errors
-// to branch on with errors.Is: ErrClosed, ErrFull, ErrUnknownNode,
-// ErrInsideTask, ErrAbandoned, ErrGoexit, ErrTooManyWorkers. Programmer
+// Conditions a caller cannot rule out return errors to branch on with
+// errors.Is: ErrClosed, ErrFull, ErrUnknownNode, ErrInsideTask,
+// ErrAbandoned, ErrGoexit, ErrTooManyWorkers, ErrNodeMemory. Programmer
 // mistakes panic with a message that starts with "pool:", the same in
-// every call: a nil function, a Worker used from a goroutine that is
-// not running a task on it (checked in every build on amd64 and arm64,
-// with -race elsewhere), SetLimit on a Group with active tasks. A panic never leaves a queue half-changed.
+// every call: a nil function; a nil *Pool or a Pool not made by New, a
+// Node not made by Pool.Node, a nil Target or a nil *Worker; a Worker
+// used from a goroutine that is not running a task on it (checked in
+// every build on amd64 and arm64, with -race elsewhere), SetLimit on a
+// Group with active tasks. A panic never leaves a queue half-changed.
 //
 // # Panics and runtime.Goexit in tasks
 //
@@ -221,6 +223,37 @@
 // the thread it is on, gives the deserted thread the process's mask back
 // (within the process's CPUs now)
 // and counts it (Counters.Relocks). Test: TestStrayUnlockKeepsTheThread.
+//
+// # Tasks that block, and pools that wait on each other
+//
+// A worker runs one task at a time, so a task that blocks (on a channel,
+// a lock, sync.WaitGroup.Wait, a sleep, a call that waits for another
+// pool) holds its worker until it returns: the worker runs nothing else
+// meanwhile, and is not replaced. A task that submits work and waits for
+// it with a sync.WaitGroup thus waits with its worker idle, and when
+// every worker that could run that work does the same (always, on a pool
+// of one worker) nothing runs it: a deadlock. Wait for work you made
+// with what the pool knows about instead: Group.Wait, Join or Fork, a
+// Future's Wait, Run, ParallelFor, MapReduce; from inside a task these
+// run other tasks while they wait. Test: TestBlockedTaskHoldsItsWorker.
+//
+// That help is for the caller's own pool only: to a task of pool A, pool
+// B is the outside, and Run, Future.Wait, Group.Wait, ParallelFor or
+// MapReduce on B block A's worker as any goroutine would block. If B's
+// tasks in turn wait for A's work, the two pools can deadlock, each one's
+// workers all waiting for work queued on the other. Use one pool (Node
+// and Strict send work to one node of it; one pool per CPU kind is fine
+// while neither waits for the other), or let waiting run one way only
+// (B's tasks never wait for A), or hand results over without waiting in
+// a task (Submit or Async, and a channel or Future.Done read by a
+// goroutine outside both pools). Test: TestPoolsWaitingOnEachOtherDeadlock.
+//
+// A pool queues without bound by default: Submit from outside never
+// waits, so a producer that outruns the workers grows the queues, and
+// Close, which runs everything queued before it returns, then runs as
+// long as that backlog takes. Bound it with WithShardBound (Submit waits
+// for room, TrySubmit returns ErrFull), or stop with Shutdown and a
+// deadline, which drops what has not started by then.
 //
 // # Close and Shutdown
 //

@@ -13,6 +13,7 @@ import "errors"
 // takes). A panic in a or b is returned as a *PanicError (both joined if
 // both panic). Call it only from a task running on w.
 func (w *Worker) Join(a, b func(*Worker)) error {
+	mustWorker(w, "Join")
 	if a == nil || b == nil {
 		panic("pool: Join of a nil function")
 	}
@@ -158,6 +159,7 @@ func (js *joinState) drop(cause error) {
 //
 // Call it only from a task running on w.
 func Fork[XA, RA, XB, RB any](w *Worker, fa func(*Worker, XA) RA, xa XA, fb func(*Worker, XB) RB, xb XB) (RA, RB, error) {
+	mustWorker(w, "Fork")
 	if fa == nil || fb == nil {
 		panic("pool: Fork of a nil function")
 	}

@@ -51,6 +51,7 @@ type Future[T any] struct {
 // the pool's tasks it never waits (the work goes to the calling worker
 // for a *Pool target, past the bound for a Node).
 func Async[T any](on Target, fn func(w *Worker) (T, error)) *Future[T] {
+	mustTarget(on, "Async")
 	return async(on, fn, "numapool.Async")
 }
 
@@ -83,6 +84,7 @@ func async[T any](on Target, fn func(w *Worker) (T, error), name string) *Future
 // batches (Async many, then Wait; a Group; ParallelFor) rather than one
 // small job at a time.
 func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
+	mustTarget(on, "Run")
 	if w, ok := on.(*Worker); ok {
 		if fn == nil {
 			panic("pool: Run of a nil function")

@@ -152,7 +152,8 @@ const (
 // Called from one of the pool's tasks it closes intake and returns
 // ErrInsideTask at once.
 func (p *Pool) Close() error {
-	_, err := p.Shutdown(context.Background())
+	mustPool(p, "Close")
+	_, err := p.shutdown(context.Background(), "Close")
 	return err
 }
 
@@ -174,11 +175,24 @@ func (p *Pool) Close() error {
 // give the final count. Called from one of the pool's tasks, Close and
 // Shutdown close intake and return ErrInsideTask at once instead of
 // waiting for themselves.
+//
+// The workers give up at ctx's deadline themselves (setDeadline), and may
+// see it pass before ctx's timer has fired, so that every worker has ended
+// while ctx is not done yet. Shutdown then waits for ctx, done a moment
+// later, so that it returns ctx's error only with ctx done, and with ctx
+// done whenever its deadline made it give up. Test:
+// TestShutdownErrorWhenWorkersSeeTheDeadlineFirst.
 func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
+	mustPool(p, "Shutdown")
+	return p.shutdown(ctx, "Shutdown")
+}
+
+// shutdown is Shutdown, for the exit named call.
+func (p *Pool) shutdown(ctx context.Context, call string) (abandoned int, err error) {
 	ctx = orBackground(ctx)
 	p.beginClose()
 	if p.onWorker() {
-		return 0, ErrInsideTask
+		return 0, &insideTaskError{call: call}
 	}
 	if d, ok := ctx.Deadline(); ok {
 		p.setDeadline(d)
@@ -202,15 +216,31 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 		}
 		// drained: everything ran and the workers are ending.
 	}
+	if p.state.Load() == aborting && ctx.Err() == nil {
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			<-ctx.Done() // its deadline has passed: done now, or once its timer fires
+		}
+	}
 	n := int(p.abandoned.Load())
 	switch {
 	case p.state.Load() == aborting && ctx.Err() != nil:
 		err = ctx.Err() // this Shutdown's deadline (or an earlier one) ended it
 	case n > 0:
-		err = fmt.Errorf("%w: %d tasks: %w", ErrAbandoned, n, p.cause)
+		// An earlier Shutdown gave up: its cause is its ctx's, not this one's.
+		err = fmt.Errorf("%w: %s", ErrAbandoned, plural(n, "task"))
 	}
 	return n, err
 }
+
+// insideTaskError is Close's and Shutdown's error when called from one of
+// the pool's tasks: ErrInsideTask, naming the call.
+type insideTaskError struct{ call string }
+
+func (e *insideTaskError) Error() string {
+	return "pool: " + e.call + " from inside one of the pool's tasks cannot wait for the pool (it would wait for itself): intake is closed; call Close from outside to wait"
+}
+
+func (e *insideTaskError) Unwrap() error { return ErrInsideTask }
 
 // giveUp is what a Shutdown does once its ctx is done: it waits, for at
 // most shutdownSlack in all, first up to shutdownSettle for every worker

@@ -341,6 +341,8 @@ func (r *lcRound) check() {
 		case e.err == nil:
 		case errors.Is(e.err, context.DeadlineExceeded):
 			aborted = true
+		case errors.Is(e.err, ErrAbandoned):
+			aborted = true // an exit after a Shutdown gave up: the count, not the other ctx's error
 		default:
 			r.problem("%s = %d, %v", e.what, e.n, e.err)
 		}
@@ -2205,5 +2207,111 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 	}
 	if got := ran.Load(); got != 0 {
 		t.Errorf("%d dropped tasks ran", got)
+	}
+}
+
+// lateCtx is a context whose deadline has passed while its Done is not
+// closed yet: a context.WithTimeout between its deadline and the moment
+// its timer fires, held open here until the test closes done.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+}
+
+func (c *lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateCtx) Done() <-chan struct{}       { return c.done }
+func (c *lateCtx) Err() error {
+	if isDone(c.done) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// The workers give up at a Shutdown's deadline themselves, and may see it
+// pass before the ctx's timer fires. Shutdown then still returns with
+// ctx done and ctx's error, the count of tasks dropped once: it returned
+// before ctx was done with "pool: task dropped by Shutdown: N tasks:
+// pool: task dropped by Shutdown: context deadline exceeded", ctx.Err()
+// still nil, now and then with a context.WithTimeout and every time with
+// lateCtx. Close afterwards names the sentinel once, the count, and
+// no context's error: its own never ends.
+func TestShutdownErrorWhenWorkersSeeTheDeadlineFirst(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	const queued = 100
+	started := make(chan struct{})
+	release := make(chan struct{})
+	_ = p.Submit(context.Background(), func(*Worker) { close(started); <-release })
+	<-started
+	for range queued {
+		_ = p.Submit(context.Background(), func(*Worker) {})
+	}
+	ctx := &lateCtx{Context: context.Background(), deadline: time.Now(), done: make(chan struct{})}
+	close(release) // the worker returns to find the deadline passed
+	time.AfterFunc(30*time.Millisecond, func() { close(ctx.done) })
+	var n int
+	var err, ctxErr error
+	within(t, hangBound, "Shutdown past its deadline", func() { n, err = p.Shutdown(ctx); ctxErr = ctx.Err() })
+	if ctxErr == nil || !errors.Is(err, ctxErr) || n != queued {
+		t.Errorf("Shutdown = %d, %v with ctx.Err() %v on return; want %d dropped, ctx done and its error", n, err, ctxErr, queued)
+	}
+	err = p.Close()
+	want := fmt.Sprintf("%v: %d tasks", ErrAbandoned, queued)
+	if !errors.Is(err, ErrAbandoned) || errors.Is(err, context.DeadlineExceeded) || err.Error() != want {
+		t.Errorf("Close after it = %v; want %q", err, want)
+	}
+}
+
+// Shutdown with context.WithTimeout, many rounds: whenever it returns a
+// deadline error, its ctx is done, and the error names ErrAbandoned at
+// most once.
+func TestShutdownDeadlineErrorOnlyWithCtxDone(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	for round := range rounds {
+		p := newTestPool(t, WithWorkers(2))
+		for range 2000 {
+			_ = p.Submit(context.Background(), func(*Worker) { spinFor(20 * time.Microsecond) })
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		var err, ctxErr error
+		within(t, hangBound, "Shutdown with a 5ms deadline", func() { _, err = p.Shutdown(ctx); ctxErr = ctx.Err() })
+		cancel()
+		if err != nil && ctxErr == nil && errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("round %d: Shutdown = %v before its ctx was done", round, err)
+		}
+		if err != nil && strings.Count(err.Error(), ErrAbandoned.Error()) > 1 {
+			t.Errorf("round %d: Shutdown = %q: the sentinel more than once", round, err)
+		}
+		if err := p.Close(); err != nil && strings.Count(err.Error(), ErrAbandoned.Error()) > 1 {
+			t.Errorf("round %d: Close = %q: the sentinel more than once", round, err)
+		}
+	}
+}
+
+// Close and Shutdown from inside a task each return ErrInsideTask, in an
+// error that names the call made.
+func TestExitsFromInsideATaskNameTheCall(t *testing.T) {
+	for _, exit := range []struct {
+		name string
+		call func(p *Pool) error
+	}{
+		{"Close", func(p *Pool) error { return p.Close() }},
+		{"Shutdown", func(p *Pool) error { _, err := p.Shutdown(context.Background()); return err }},
+	} {
+		p := newTestPool(t, WithWorkers(1))
+		got := make(chan error, 1)
+		if err := p.Submit(context.Background(), func(w *Worker) { got <- exit.call(w.Pool()) }); err != nil {
+			t.Fatal(err)
+		}
+		err := recv(t, got, exit.name+" from inside a task")
+		if !errors.Is(err, ErrInsideTask) || !strings.HasPrefix(err.Error(), "pool: "+exit.name+" from inside one of the pool's tasks") {
+			t.Errorf("%s from inside a task = %q, want ErrInsideTask naming %s", exit.name, err, exit.name)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("Close from outside: %v", err)
+		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 // not be nil. From one of the pool's tasks the calling worker runs other
 // tasks while it waits.
 func (p *Pool) ParallelFor(ctx context.Context, n, grain int, body func(w *Worker, lo, hi int) error) error {
+	mustPool(p, "ParallelFor")
 	err := p.parallelFor(ctx, n, grain, body)
 	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
 	return err
@@ -52,7 +53,10 @@ type NodeBlock struct {
 // their capacity / the pool's, rounded down), covering [0, n) exactly
 // for every n up to math.MaxInt; for n <= 0 every block is empty. It
 // depends only on n and the pool.
-func (p *Pool) Split(n int) []NodeBlock { return p.split(n) }
+func (p *Pool) Split(n int) []NodeBlock {
+	mustPool(p, "Split")
+	return p.split(n)
+}
 
 func (p *sched) split(n int) []NodeBlock {
 	n = max(n, 0) // a loop over n <= 0 runs nothing

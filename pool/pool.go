@@ -259,11 +259,17 @@ func weightedOrder(domains []*domain) []int {
 }
 
 // Workers returns the number of workers.
-func (p *Pool) Workers() int { return len(p.workers) }
+func (p *Pool) Workers() int {
+	mustPool(p, "Workers")
+	return len(p.workers)
+}
 
 // Nodes returns the OS IDs of the nodes that have domains (-1 for
 // allowed CPUs on no node), in domain order.
-func (p *Pool) Nodes() []int { return p.nodes() }
+func (p *Pool) Nodes() []int {
+	mustPool(p, "Nodes")
+	return p.nodes()
+}
 
 func (p *sched) nodes() []int {
 	out := make([]int, len(p.domains))

@@ -450,3 +450,75 @@ func TestWorkerCountOverThreadLimit(t *testing.T) {
 		})
 	}
 }
+
+// A task that blocks holds its worker (the package documentation, Tasks
+// that block): on a pool of one worker, a task that waits with a
+// sync.WaitGroup for a task it submitted waits with that task unrun,
+// until something else lets it go; the same wait with Group.Wait runs the
+// task meanwhile and returns.
+func TestBlockedTaskHoldsItsWorker(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	defer p.Close()
+	var ran atomic.Bool
+	blocked, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	_ = p.Submit(context.Background(), func(w *Worker) {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		_ = w.Pool().Submit(context.Background(), func(*Worker) { ran.Store(true); wg.Done() })
+		waited := make(chan struct{})
+		go func() { wg.Wait(); close(waited) }()
+		close(blocked)
+		select {
+		case <-waited:
+		case <-release:
+		}
+	})
+	<-blocked
+	if eventually(30*time.Millisecond, ran.Load) {
+		t.Errorf("the task a blocked task submitted ran on the pool's one worker")
+	}
+	close(release)
+	waitClosed(t, done, hangBound, "the blocked task")
+
+	var groupRan atomic.Bool
+	err := inTask(p, func(w *Worker) {
+		g := w.Pool().Group(context.Background())
+		g.Go(func(*Worker) error { groupRan.Store(true); return nil })
+		_ = g.Wait()
+	})
+	if err != nil || !groupRan.Load() {
+		t.Errorf("Group.Wait inside a task on one worker: %v, its task ran: %v", err, groupRan.Load())
+	}
+}
+
+// Two pools whose tasks wait for each other's work deadlock (the package
+// documentation, pools that wait on each other): a task of A waits for a
+// Run on B whose function waits for a Run on A, and with one worker each
+// neither Run returns until the test lets B's function go.
+func TestPoolsWaitingOnEachOtherDeadlock(t *testing.T) {
+	a := newTestPool(t, WithWorkers(1))
+	defer a.Close()
+	b := newTestPool(t, WithWorkers(1))
+	defer b.Close()
+	release := make(chan struct{})
+	result := Async(a, func(*Worker) (int, error) {
+		return Run(b, func(*Worker) (int, error) {
+			inner := Async(a, func(*Worker) (int, error) { return 1, nil })
+			select {
+			case <-inner.Done():
+				return inner.Wait()
+			case <-release:
+				return 0, errors.New("let go")
+			}
+		})
+	})
+	if eventually(30*time.Millisecond, func() bool { return isDone(result.Done()) }) {
+		t.Errorf("A's task waiting on B waiting on A returned: want them deadlocked")
+	}
+	close(release)
+	waitClosed(t, result.Done(), hangBound, "the let-go Run")
+	if _, err := result.Wait(); err == nil {
+		t.Errorf("the Run returned nil, want the let-go error")
+	}
+}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"iter"
 	"runtime"
+	"runtime/debug"
 	"runtime/trace"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -36,6 +37,7 @@ type PerWorker[T any] struct {
 // NewPerWorker returns a PerWorker of p with every value set by init, or
 // left zero when init is nil.
 func NewPerWorker[T any](p *Pool, init func() T) *PerWorker[T] {
+	mustPool(p, "NewPerWorker")
 	s := &PerWorker[T]{pool: p.sched, cells: make([]padded[T], len(p.workers))}
 	if init != nil {
 		for i := range s.cells {
@@ -68,23 +70,36 @@ func (s *PerWorker[T]) All() iter.Seq2[int, *T] {
 // MapReduce splits [0, n) into chunks of grain indexes (the last one
 // shorter; grain <= 0 picks one from n and the pool's size), maps each
 // chunk to a partial result in parallel, and combines the partials in
-// chunk order: combine(combine(p0, p1), p2) and so on. The chunks depend
-// only on n, grain and the pool, never on which worker ran what, so a
-// floating-point sum comes out the same on every run.
+// chunk order. The chunks are split over the nodes in contiguous blocks,
+// as ParallelFor splits indexes; each node's block is folded from its
+// first chunk, combine(combine(p0, p1), p2) and so on, and the nodes'
+// results are folded the same way in node order. The chunks and the
+// blocks depend only on n, grain and the pool, never on which worker ran
+// what, so a floating-point sum comes out the same on every run; a combine
+// that is associative (a sum, string concatenation, a matrix product)
+// gives the left fold of all the partials in chunk order.
 //
-// combine may change and return its first argument. The chunks are split
-// over the nodes in contiguous blocks, as ParallelFor splits indexes, and
-// each node's workers take its chunks in order, one at a time (OpenMP's
+// combine may change and return its first argument; it runs on the
+// workers as partials arrive, one call at a time per node. The partials
+// held at any time are those mapped and not yet folded: at most a window
+// of chunks per node (mapWindow), so memory does not grow with the number
+// of chunks, up to math.MaxInt of them. A worker does not start a chunk
+// past the window while an earlier one of its node is still mapping; it
+// goes back to the pool, and comes back once the fold has moved on.
+//
+// Each node's workers take its chunks in order, one at a time (OpenMP's
 // schedule(dynamic) inside each node): a failure early in the range stops
 // the job early. Under WithCrossNodeLoops a node whose block is done, if
-// crossNodeAfter has passed since the call, helps the others with theirs. The first error of a map in time, or its panic, or
-// ctx's error, stops handing out chunks and is returned with the zero T,
-// after every map already running has returned. Called from inside one of
-// the pool's tasks it runs chunks itself while it waits (pass w.Pool()).
-// n <= 0 returns the zero T.
+// crossNodeAfter has passed since the call, helps the others with theirs.
+// The first error of a map in time, or its panic or combine's (as a
+// *PanicError), or ctx's error, stops handing out chunks and is returned
+// with the zero T, after every map already running has returned. Called
+// from inside one of the pool's tasks it runs chunks itself while it
+// waits (pass w.Pool()). n <= 0 returns the zero T.
 func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	mapper func(w *Worker, lo, hi int) (T, error), combine func(a, b T) T) (T, error) {
 	var zero T
+	mustPool(p, "MapReduce")
 	if mapper == nil || combine == nil {
 		panic("pool: MapReduce with a nil function")
 	}
@@ -94,60 +109,82 @@ func MapReduce[T any](ctx context.Context, p *Pool, n, grain int,
 	if grain <= 0 {
 		grain = max(1, n/(16*len(p.workers)))
 	}
-	grain = min(grain, n)        // a chunk is at most the whole range
-	chunks := 1 + (n-1)/grain    // not (n+grain-1)/grain, which can pass math.MaxInt
-	partial := make([]T, chunks) // each written once: no need to pad
-	err := p.claimChunks(ctx, chunks, func(w *Worker, c int) error {
+	grain = min(grain, n)     // a chunk is at most the whole range
+	chunks := 1 + (n-1)/grain // not (n+grain-1)/grain, which can pass math.MaxInt
+	l, err := mapChunks(ctx, p.sched, chunks, func(w *Worker, c int) (T, error) {
 		// c < chunks, so lo = c*grain <= n-1. The end is lo plus what is
 		// left up to grain, not min((c+1)*grain, n): (c+1)*grain can pass
 		// math.MaxInt in the last chunk.
 		lo := c * grain
-		v, err := mapper(w, lo, lo+min(grain, n-lo))
-		partial[c] = v
-		return err
-	})
+		return mapper(w, lo, lo+min(grain, n-lo))
+	}, combine)
 	runtime.KeepAlive(p) // the caller's Pool stays open while it waits
 	if err != nil {
 		return zero, err
 	}
-	acc := partial[0]
-	for _, v := range partial[1:] {
-		acc = combine(acc, v)
-	}
-	return acc, nil
+	return l.result()
 }
 
-// chunkLoop runs body over chunks [0, chunks) claimed in order: each node
-// domain's block of chunks has a cursor, and helper tasks, one per worker
-// of the domain, queued in its pinned shard, claim the next chunk until
-// the block is done, then chunks of other domains' blocks that have waited
-// crossNodeAfter. The loop is done when every helper has returned:
-// forState.remaining counts helpers, not chunks.
-type chunkLoop struct {
+// mapWindow is how many chunks of one node's block may be mapped and not
+// yet folded: 16 per worker of the pool, the chunks a grain <= 0 makes
+// for the whole pool, so a MapReduce with the default grain never waits
+// for its window, and a chunk that takes as long as sixteen others holds
+// up no worker. Workers of other nodes may take a node's chunks (under
+// WithCrossNodeLoops), so the window counts every worker.
+func mapWindow(p *sched) int { return 16 * len(p.workers) }
+
+// chunkLoop maps chunks [0, chunks) claimed in order and folds their
+// partials: each node domain's block of chunks has a cursor, and helper
+// tasks, one per worker of the domain, queued in its pinned shard, claim
+// the next chunk until the block is done, then chunks of other domains'
+// blocks that have waited crossNodeAfter. The loop is done when every
+// helper has returned: forState.remaining counts helpers, not chunks.
+//
+// The window. A block keeps the partials of the chunks mapped and not yet
+// folded in a ring of mapWindow slots (fewer for a short block), chunk c
+// at c mod the ring's length: a claim is refused while the chunk claimed
+// would be a ring's length past the first one not folded, whose slot it
+// would take. A helper refused by its own block's window leaves (parks)
+// and is counted in the block's parked; whoever next advances the fold of
+// that block starts that many helpers again. The claim that parks and the
+// fold's read of parked take the block's lock, so a helper parks only
+// while the chunk the fold waits for is still mapping, and the helper
+// mapping it, which holds the loop open, restarts it.
+//
+// The fold. Whoever stores the partial that the block's fold waits for
+// becomes the block's folder (folding, under the lock) and combines every
+// partial in order while the next one is there, outside the lock, so that
+// the block's other workers store theirs meanwhile; only the folder
+// touches acc. The caller folds the blocks' results once every helper has
+// returned.
+type chunkLoop[T any] struct {
 	forState
-	each   func(w *Worker, c int) error
-	blocks []padded[chunkBlock] // per domain; a line each, as each domain's workers write its own
+	mapper  func(w *Worker, c int) (T, error)
+	combine func(a, b T) T
+	blocks  []padded[chunkBlock[T]] // per domain; a line each, as each domain's workers write its own
 }
 
-type chunkBlock struct {
-	// next is the next chunk to claim. Unsigned, because a claim adds 1
-	// before it compares: once the block is done every claimer running
-	// at that moment pushes next past end by one, and with end near
-	// math.MaxInt a signed next would wrap to a negative chunk that
-	// passes the comparison. Claims run on workers, at most one at a
-	// time on each, so next ends at most end + workers, far from 1<<64.
-	next  atomic.Uint64
-	end   uint64
-	since time.Time // when the block was queued
+type chunkBlock[T any] struct {
+	mu      sync.Mutex
+	lo      int // the block's first chunk
+	next    int // the next chunk to claim; next <= end
+	end     int
+	folded  int       // every chunk of the block below it is folded into acc
+	parked  int       // helpers of the block's domain that left at a full window
+	ring    []T       // the partial of chunk c at c % len(ring), once mapped, until folded
+	ready   []bool    // whether the ring's slot holds a partial
+	folding bool      // a worker is folding the block
+	acc     T         // the fold of the block's chunks below folded
+	since   time.Time // when the block was queued
 }
 
 // chunkHelper is a helper task of a chunkLoop, for the domain it runs in.
-type chunkHelper struct {
+type chunkHelper[T any] struct {
 	task
-	l *chunkLoop
+	l *chunkLoop[T]
 }
 
-func (h *chunkHelper) run(w *Worker) {
+func (h *chunkHelper[T]) run(w *Worker) {
 	l := h.l
 	if trace.IsEnabled() {
 		defer w.traceRegion(l.ctx).End()
@@ -160,86 +197,192 @@ func (h *chunkHelper) run(w *Worker) {
 		l.finish(1)
 	}()
 	for !l.stopped() {
-		c, ok := l.claim(w)
+		i, c, ok := l.claim(w)
 		if !ok {
 			break
 		}
 		var err error
-		if perr := catch(w, func(w *Worker) { err = l.each(w, c) }); perr != nil {
+		restart := 0
+		if perr := catch(w, func(w *Worker) {
+			var v T
+			if v, err = l.mapper(w, c); err == nil {
+				restart = l.put(i, c, v)
+			}
+		}); perr != nil {
 			err = perr
 		}
 		if err != nil {
 			l.fail(err)
 		}
+		l.restart(w, i, restart)
 	}
 	exited = false
 }
 
-func (h *chunkHelper) drop(cause error) {
+func (h *chunkHelper[T]) drop(cause error) {
 	h.l.fail(cause)
 	h.l.finish(1)
 }
 
-// claim returns the next chunk for w: from its own domain's block, else
-// from a block of another domain that has waited crossNodeAfter.
-func (l *chunkLoop) claim(w *Worker) (int, bool) {
-	if c, ok := l.blocks[w.domain.index].v.take(); ok {
-		return c, true
+// claim returns the next chunk for w and its block: from its own
+// domain's block, else from a block of another domain that has waited
+// crossNodeAfter. Refused by its own block's window, w's helper parks.
+func (l *chunkLoop[T]) claim(w *Worker) (block, c int, ok bool) {
+	own := w.domain.index
+	if c, ok, _ := l.blocks[own].v.take(false); ok {
+		return own, c, true
 	}
-	if !w.pool.cfg.crossLoops {
-		return 0, false
-	}
-	for i := range l.blocks {
-		b := &l.blocks[i].v
-		if i != w.domain.index && time.Since(b.since) >= crossNodeAfter {
-			if c, ok := b.take(); ok {
-				w.c.ChunksCrossNode++
-				return c, true
+	if w.pool.cfg.crossLoops {
+		for i := range l.blocks {
+			b := &l.blocks[i].v
+			if i != own && time.Since(b.since) >= crossNodeAfter {
+				if c, ok, _ := b.take(false); ok {
+					w.c.ChunksCrossNode++
+					return i, c, true
+				}
 			}
 		}
 	}
-	return 0, false
+	// Again, parking at a full window: the fold may have moved on since.
+	c, ok, _ = l.blocks[own].v.take(true)
+	return own, c, ok
 }
 
-// take claims the block's next chunk, if any is left.
-func (b *chunkBlock) take() (int, bool) {
-	if b.next.Load() >= b.end {
-		return 0, false
+// take claims the block's next chunk, if any is left and it is inside
+// the window; with park, a claim refused by the window counts the
+// caller's helper as parked.
+func (b *chunkBlock[T]) take(park bool) (c int, ok, full bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.next >= b.end:
+		return 0, false, false
+	case b.next-b.folded >= len(b.ring):
+		if park {
+			b.parked++
+		}
+		return 0, false, true
 	}
-	if c := b.next.Add(1) - 1; c < b.end {
-		return int(c), true
-	}
-	return 0, false
+	c = b.next
+	b.next++
+	return c, true, false
 }
 
-// claimChunks runs each over [0, chunks) as a chunkLoop and returns the
-// first error. From inside one of the pool's tasks the caller runs
-// helpers while it waits.
-func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker, c int) error) error {
+// put stores chunk c's partial v in block i and, unless another worker
+// is folding the block, folds every partial in order that is there. It
+// returns how many parked helpers of the block to start again: those
+// parked when its fold moved on.
+func (l *chunkLoop[T]) put(i, c int, v T) (restart int) {
+	b := &l.blocks[i].v
+	b.mu.Lock()
+	slot := c % len(b.ring)
+	b.ring[slot], b.ready[slot] = v, true
+	if b.folding {
+		b.mu.Unlock()
+		return 0
+	}
+	b.folding = true
+	start := b.folded
+	for k := b.folded % len(b.ring); b.folded < b.end && b.ready[k]; k = b.folded % len(b.ring) {
+		var zero T
+		v := b.ring[k]
+		b.ring[k], b.ready[k] = zero, false // the slot is free: the window moves on
+		first := b.folded == b.lo
+		b.folded++
+		b.mu.Unlock()
+		if first {
+			b.acc = v
+		} else {
+			b.acc = l.combine(b.acc, v) // a panic here fails the loop: folding stays set, and nobody folds again
+		}
+		b.mu.Lock()
+	}
+	b.folding = false
+	if b.folded > start {
+		restart, b.parked = b.parked, 0
+	}
+	b.mu.Unlock()
+	return restart
+}
+
+// restart starts k helpers for block i's domain again, unless the loop
+// has stopped. The caller is a live helper, so the loop cannot finish
+// while it adds them.
+func (l *chunkLoop[T]) restart(w *Worker, i, k int) {
+	if k == 0 || l.stop.Load() {
+		return
+	}
+	l.remaining.Add(int64(k))
+	for range k {
+		l.start(w, l.pool.domains[i], l.helper(i), 1)
+	}
+}
+
+// helper returns a new helper task for domain i.
+func (l *chunkLoop[T]) helper(i int) *task {
+	h := &chunkHelper[T]{task: task{home: strictHome(i), labels: l.labels}, l: l}
+	h.job = h
+	return &h.task
+}
+
+// result folds the blocks' results in domain order, once every helper
+// has returned; combine's panic comes back as a *PanicError.
+func (l *chunkLoop[T]) result() (acc T, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			r := recover()
+			if r == nil && goexiting() {
+				return // runtime.Goexit in combine ends the caller, as it would without the pool
+			}
+			var zero T
+			acc, err = zero, &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	first := true
+	for i := range l.blocks {
+		b := &l.blocks[i].v
+		if b.end == b.lo {
+			continue // an empty block
+		}
+		if first {
+			acc, first = b.acc, false
+		} else {
+			acc = l.combine(acc, b.acc)
+		}
+	}
+	returned = true
+	return acc, nil
+}
+
+// mapChunks maps and folds [0, chunks) as a chunkLoop and returns the
+// loop, or its first error. From inside one of the pool's tasks the
+// caller runs helpers while it waits.
+func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *Worker, c int) (T, error), combine func(a, b T) T) (*chunkLoop[T], error) {
 	ctx = orBackground(ctx)
 	w := p.workerOf()
 	if p.state.Load() != running && w == nil {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	ctx, end := traceTask(ctx, "numapool.MapReduce")
 	if end != nil {
 		defer end()
 	}
-	l := &chunkLoop{forState: forState{pool: p, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}, each: each,
-		blocks: make([]padded[chunkBlock], len(p.domains))}
+	l := &chunkLoop[T]{forState: forState{pool: p, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)},
+		mapper: mapper, combine: combine, blocks: make([]padded[chunkBlock[T]], len(p.domains))}
 	l.finished.w = w
 	var helpers []*task
 	perDomain := make([]int, len(p.domains)) // helpers per domain
 	now := time.Now()
+	window := mapWindow(p)
 	for i, b := range p.split(chunks) {
 		blk := &l.blocks[i].v
-		blk.next.Store(uint64(b.Lo))
-		blk.end, blk.since = uint64(b.Hi), now
+		blk.lo, blk.next, blk.end, blk.folded, blk.since = b.Lo, b.Lo, b.Hi, b.Lo, now
+		blk.ring = make([]T, min(window, b.Hi-b.Lo))
+		blk.ready = make([]bool, len(blk.ring))
 		perDomain[i] = min(len(p.domains[i].workers), b.Hi-b.Lo)
 		for range perDomain[i] {
-			h := &chunkHelper{task: task{home: strictHome(i), labels: l.labels}, l: l}
-			h.job = h
-			helpers = append(helpers, &h.task)
+			helpers = append(helpers, l.helper(i))
 		}
 	}
 	l.remaining.Store(int64(len(helpers)))
@@ -253,5 +396,5 @@ func (p *sched) claimChunks(ctx context.Context, chunks int, each func(w *Worker
 			p.idle.wakeMore(i, n-1)
 		}
 	}
-	return l.wait(w)
+	return l, l.wait(w)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -166,19 +167,30 @@ func TestMapReduceFloatSumIsDeterministic(t *testing.T) {
 		}
 		return s
 	}
-	// The reference: a sequential left fold over the same chunks.
-	want := sumRange(0, min(grain, n))
-	for lo := grain; lo < n; lo += grain {
-		want += sumRange(lo, min(lo+grain, n))
+	p := newTestPool(t, WithSpec("2x2"))
+	defer p.Close()
+	// The reference, sequential: each node's block of chunks folded from
+	// its first chunk, then the blocks' sums in node order.
+	foldChunks := func(lo, hi int) float64 { // chunks [lo, hi)
+		s := sumRange(lo*grain, min((lo+1)*grain, n))
+		for c := lo + 1; c < hi; c++ {
+			s += sumRange(c*grain, min((c+1)*grain, n))
+		}
+		return s
+	}
+	var want float64
+	for i, b := range p.Split(1 + (n-1)/grain) {
+		if i == 0 {
+			want = foldChunks(b.Lo, b.Hi)
+		} else {
+			want += foldChunks(b.Lo, b.Hi)
+		}
 	}
 	if plain := sumRange(0, n); plain == want {
 		t.Logf("the chunked and the plain sum agree (%v): the data does not show order effects", want)
 	} else {
 		t.Logf("chunked %v, plain %v: the order of additions matters for this data", want, plain)
 	}
-
-	p := newTestPool(t, WithSpec("2x2"))
-	defer p.Close()
 	mapper := func(_ *Worker, lo, hi int) (float64, error) { return sumRange(lo, hi), nil }
 	add := func(a, b float64) float64 { return a + b }
 	var auto float64
@@ -186,7 +198,7 @@ func TestMapReduceFloatSumIsDeterministic(t *testing.T) {
 		for run := range runs {
 			got, err := MapReduce(context.Background(), p, n, grain, mapper, add)
 			if err != nil || math.Float64bits(got) != math.Float64bits(want) {
-				t.Errorf("run %d: %v (%x), %v; want %v (%x), the left fold over the chunks",
+				t.Errorf("run %d: %v (%x), %v; want %v (%x), the fold over the chunks by node",
 					run, got, math.Float64bits(got), err, want, math.Float64bits(want))
 				return
 			}
@@ -950,4 +962,134 @@ func BenchmarkReduce(b *testing.B) {
 			_ = sumRange(0, n)
 		}
 	})
+}
+
+// MapReduce keeps only the partials mapped and not yet folded, a window
+// of chunks in flight per node, so a chunk count no slice could hold
+// runs like any other: over 1<<36 chunks of one index it runs until ctx
+// is done, and returns ctx's error soon after, having allocated a few
+// megabytes at most. Allocating a partial per chunk up front ended the
+// process (runtime: out of memory) at 1<<36 chunks, and panicked with
+// makeslice: len out of range at math.MaxInt.
+func TestMapReduceHugeChunkCountsInBoundedMemory(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x1"))
+	defer p.Close()
+	for _, n := range []int{1 << 36, math.MaxInt} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			var err error
+			within(t, hangBound, fmt.Sprintf("MapReduce(n %d, grain 1) with a 50ms context", n), func() {
+				_, err = MapReduce(ctx, p, n, 1, func(_ *Worker, lo, hi int) (int, error) { return hi - lo, nil },
+					func(a, b int) int { return a + b })
+			})
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("MapReduce = %v, want ctx's error", err)
+			}
+			const bound = 16 << 20
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > bound {
+				t.Errorf("MapReduce allocated %d bytes, want at most %d: its memory grows with the chunks", grew, bound)
+			}
+		})
+	}
+}
+
+// The partials are combined in chunk order inside each node's block, and
+// the nodes' results in node order, whatever order the chunks finish in:
+// string concatenation, which is associative but not commutative, gives
+// the chunks in order, on one node and several, with chunks that finish
+// out of order, and with a first chunk that holds up the fold until every
+// other chunk of its window has been mapped (no chunk past the window
+// starts meanwhile, and the workers that stopped for it go on after it).
+func TestMapReduceCombinesInChunkOrder(t *testing.T) {
+	for _, pc := range append(edgePools, struct {
+		name string
+		opts []Option
+	}{"3-workers", []Option{WithWorkers(3)}}) {
+		t.Run(pc.name, func(t *testing.T) {
+			p := newTestPool(t, pc.opts...)
+			defer p.Close()
+			const n = 5000
+			var want strings.Builder
+			for c := range n {
+				fmt.Fprintf(&want, "%d,", c)
+			}
+			concat := func(a, b string) string { return a + b }
+			// Out of order: every seventh chunk takes longer.
+			got, err := MapReduce(context.Background(), p, n, 1, func(_ *Worker, lo, _ int) (string, error) {
+				if lo%7 == 0 {
+					spinFor(5 * time.Microsecond)
+				}
+				return fmt.Sprintf("%d,", lo), nil
+			}, concat)
+			if err != nil || got != want.String() {
+				t.Errorf("MapReduce with chunks out of order = %.60q…, %v; want the chunks in order", got, err)
+			}
+
+			// A first chunk that waits until the rest of its window has
+			// started, on the first node's block: another worker of that
+			// node must start them.
+			if len(p.domains[0].workers) < 2 {
+				return
+			}
+			window := mapWindow(p.sched)
+			first := p.Split(n)[0]
+			if first.Hi-first.Lo <= window {
+				t.Fatalf("the first node's block has %d chunks, not more than the window (%d)", first.Hi-first.Lo, window)
+			}
+			var started atomic.Int64
+			var firstDone atomic.Bool
+			release := make(chan struct{})
+			var past atomic.Int64 // chunks of the first block past the window started before chunk 0 returned
+			got, err = MapReduce(context.Background(), p, n, 1, func(_ *Worker, lo, _ int) (string, error) {
+				if lo < first.Hi {
+					if lo >= window && !firstDone.Load() {
+						past.Add(1)
+					}
+					if started.Add(1) == int64(window) {
+						close(release)
+					}
+					if lo == 0 {
+						// The window is full: give the other workers time
+						// to start a chunk past it, if they may.
+						<-release
+						eventually(20*time.Millisecond, func() bool { return past.Load() > 0 })
+						firstDone.Store(true)
+					}
+				}
+				return fmt.Sprintf("%d,", lo), nil
+			}, concat)
+			if err != nil || got != want.String() {
+				t.Errorf("MapReduce with a slow first chunk = %.60q…, %v; want the chunks in order", got, err)
+			}
+			if k := past.Load(); k > 0 {
+				t.Errorf("%d chunks past the window of %d started while the first chunk was not folded", k, window)
+			}
+		})
+	}
+}
+
+// combine's panic comes back as a *PanicError, as the mapper's does, not
+// raw on the caller's goroutine.
+func TestMapReduceCombinePanicIsAPanicError(t *testing.T) {
+	for _, pc := range edgePools {
+		t.Run(pc.name, func(t *testing.T) {
+			p := newTestPool(t, pc.opts...)
+			defer p.Close()
+			for _, n := range []int{2, 1000} {
+				var err error
+				r := recovered(func() {
+					_, err = MapReduce(context.Background(), p, n, 1, func(_ *Worker, lo, hi int) (int, error) { return hi - lo, nil },
+						func(a, b int) int { panic("combine broke") })
+				})
+				var perr *PanicError
+				if r != nil || !errors.As(err, &perr) || perr.Value != "combine broke" {
+					t.Errorf("n %d: MapReduce with a panicking combine: panic %v, error %v; want a *PanicError of its value", n, r, err)
+				}
+			}
+		})
+	}
 }

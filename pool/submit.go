@@ -32,11 +32,13 @@ import (
 // may still submit, since Close waits for what it starts (until a
 // Shutdown gives up, after which Submit returns ErrClosed everywhere).
 func (p *Pool) Submit(ctx context.Context, fn func(*Worker)) error {
+	mustPool(p, "Submit")
 	return p.submit(ctx, nil, fn, noHome, true)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (p *Pool) TrySubmit(fn func(*Worker)) error {
+	mustPool(p, "TrySubmit")
 	return p.submit(context.Background(), nil, fn, noHome, false)
 }
 
@@ -67,6 +69,7 @@ type Node struct {
 // (Worker.Node is the worker's own node ID): from inside a task use
 // w.Pool().Node(id).
 func (p *Pool) Node(id int) Node {
+	mustPool(p, "Node")
 	g, err := p.domainOf(id)
 	return Node{p: p, g: g, id: id, err: err}
 }
@@ -90,11 +93,13 @@ func (n Node) ID() int { return n.id }
 // done, and it returns ErrClosed once intake has closed. From one of the
 // pool's tasks fn goes to the node's shard past the bound.
 func (n Node) Submit(ctx context.Context, fn func(*Worker)) error {
+	mustNode(n, "Node.Submit")
 	return n.submit(ctx, fn, true)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (n Node) TrySubmit(fn func(*Worker)) error {
+	mustNode(n, "Node.TrySubmit")
 	return n.submit(context.Background(), fn, false)
 }
 
@@ -328,6 +333,7 @@ func (w *Worker) poolOf() *Pool { return w.Pool() }
 // task moves to the back of the worker's queue, where idle workers of the
 // node steal from. Call it only from a task running on w.
 func (w *Worker) Spawn(fn func(*Worker)) {
+	mustWorker(w, "Spawn")
 	if fn == nil {
 		panic("pool: Spawn of a nil function")
 	}
@@ -427,6 +433,7 @@ func (w *Worker) queueIn(g *domain, t *task) {
 // fn goes to the pool's panic handler, as Spawn's does. Call it only from
 // a task running on w.
 func SpawnWith[X any](w *Worker, fn func(*Worker, X), x X) {
+	mustWorker(w, "SpawnWith")
 	if fn == nil {
 		panic("pool: SpawnWith of a nil function")
 	}
