@@ -7,6 +7,8 @@ import (
 	"runtime/trace"
 	"sync"
 	"sync/atomic"
+
+	"github.com/numapool/numapool/pool/internal/observe"
 )
 
 // Group runs related tasks and waits for them, like errgroup: Go starts a
@@ -40,7 +42,7 @@ type Group struct {
 	errOnce sync.Once
 	err     error
 	sem     chan struct{}
-	labels  *labelSet // the pprof labels of ctx, for every task of the group
+	labels  *observe.Set // the pprof labels of ctx, for every task of the group
 	// traceTask is the group's trace task while tracing (trace.go), ended
 	// by the first Wait.
 	traceTask atomic.Pointer[trace.Task]

@@ -7,25 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// The buckets double from histFirst: each duration lands in the bucket
-// whose bounds hold it, and the last bucket takes everything above.
-func TestHistogramBuckets(t *testing.T) {
-	if len(histogramBuckets) != histBuckets || histogramBuckets[0] != 0 {
-		t.Fatalf("buckets %v", histogramBuckets)
-	}
-	for _, ns := range []int64{-5, 0, 1, 255, 256, 257, 511, 512, 1000, 1e6, 1e9, 17e9, 1e12, 1 << 62} {
-		b := bucketOf(ns)
-		s := float64(max(ns, 0)) / 1e9
-		if s < histogramBuckets[b] || (b+1 < histBuckets && s >= histogramBuckets[b+1]) {
-			t.Errorf("%d ns in bucket %d, [%g, next) s", ns, b, histogramBuckets[b])
-		}
-	}
-	if bucketOf(1<<62) != histBuckets-1 {
-		t.Errorf("a huge duration is not in the last bucket")
-	}
-}
+	"github.com/numapool/numapool/pool/internal/observe"
+)
 
 // sumNodes adds up the nodes' histograms.
 func sumNodes(st Stats) (wait, run Histogram) {
@@ -50,13 +34,13 @@ func sumNodes(st Stats) (wait, run Histogram) {
 // no more than slack samples fall under min.
 func checkHistogram(t *testing.T, what string, h Histogram, min time.Duration, slack uint64) {
 	t.Helper()
-	if len(h.Counts) != histBuckets || len(h.Buckets) != histBuckets {
-		t.Fatalf("%s: %d counts, %d buckets; want %d", what, len(h.Counts), len(h.Buckets), histBuckets)
+	if len(h.Counts) != observe.NBuckets || len(h.Buckets) != observe.NBuckets {
+		t.Fatalf("%s: %d counts, %d buckets; want %d", what, len(h.Counts), len(h.Buckets), observe.NBuckets)
 	}
 	var total, under uint64
 	for i, n := range h.Counts {
 		total += n
-		if i+1 < histBuckets && h.Buckets[i+1] <= min.Seconds() {
+		if i+1 < observe.NBuckets && h.Buckets[i+1] <= min.Seconds() {
 			under += n
 		}
 	}
@@ -145,7 +129,7 @@ func TestStatsHistogramsJSON(t *testing.T) {
 			t.Errorf("Stats as JSON lacks %s: %s", want, b)
 		}
 	}
-	if len(st.Nodes) != 2 || len(st.Nodes[1].RunTime.Counts) != histBuckets {
+	if len(st.Nodes) != 2 || len(st.Nodes[1].RunTime.Counts) != observe.NBuckets {
 		t.Errorf("per-node histograms missing: %+v", st.Nodes)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/numapool/numapool/pool/internal/observe"
 )
 
 // A labelProbe blocks a task inside a function of a known name until the
@@ -189,7 +191,7 @@ func TestTaskLabels(t *testing.T) {
 			wait := c.run(pr)
 			got := pr.labels(t)
 			within(t, 10*time.Second, "the probed work", wait)
-			want := map[string]string{labelNode: node, labelWorker: "0"}
+			want := map[string]string{observe.LabelNode: node, observe.LabelWorker: "0"}
 			if c.job != "" {
 				want["job"] = c.job
 			}
@@ -216,7 +218,7 @@ func TestWorkerLabelsNotInherited(t *testing.T) {
 	pr := newLabelProbe()
 	go p.Submit(context.Background(), func(*Worker) { labelProbeBlocked(pr) })
 	got := pr.labels(t)
-	if _, ok := got["caller"]; ok || got[labelWorker] != "0" {
+	if _, ok := got["caller"]; ok || got[observe.LabelWorker] != "0" {
 		t.Errorf("a plain task's labels are %v, want the worker's alone", got)
 	}
 
@@ -231,7 +233,7 @@ func TestWorkerLabelsNotInherited(t *testing.T) {
 	var last map[string]string
 	if !eventually(10*time.Second, func() bool {
 		last = parkedLabels(t)
-		return last != nil && last["job"] == "" && last[labelWorker] == "0"
+		return last != nil && last["job"] == "" && last[observe.LabelWorker] == "0"
 	}) {
 		t.Errorf("the parked worker's labels are %v, want its own alone", last)
 	}
@@ -263,7 +265,7 @@ func TestLabelSetsInterned(t *testing.T) {
 		t.Fatalf("label sets %p and %p for equal labels, want one set", s1, s2)
 	}
 	if s := p.labelsOf(context.Background()); s != nil {
-		t.Fatalf("a context without labels has label set %v", s.pairs)
+		t.Fatalf("a context without labels has label set %v", s.Pairs())
 	}
 	w := p.workers[0]
 	if c1, c2 := w.labelsFor(s1), w.labelsFor(s1); c1 != c2 {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/numapool/numapool/pool/internal/observe"
 )
 
 // ParallelFor calls body over [0, n) in blocks [lo, hi) and returns when
@@ -114,7 +116,7 @@ type forState struct {
 	body      func(w *Worker, lo, hi int) error
 	grain     int
 	ctx       context.Context // the loop's, with its trace task when tracing
-	labels    *labelSet       // the pprof labels of ctx, for every piece
+	labels    *observe.Set    // the pprof labels of ctx, for every piece
 	remaining atomic.Int64
 	stop      atomic.Bool
 	errOnce   sync.Once

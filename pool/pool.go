@@ -12,6 +12,7 @@ import (
 	"weak"
 
 	"github.com/numapool/numapool/pool/internal/goruntime"
+	"github.com/numapool/numapool/pool/internal/observe"
 	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
@@ -94,7 +95,7 @@ type sched struct {
 	idle       idle
 	runnable   goruntime.Gauge // whether goroutines wait for a processor (internal/goruntime)
 	stash      stash           // task records to reuse (task.go)
-	labels     labelCache      // the label sets of tasks (labels.go)
+	labels     observe.Cache   // the label sets of tasks (labels.go)
 	byG        owners          // the workers by their goroutine (owner.go)
 	order      []int           // Submit's round robin over domains, weighted by size
 	cpuDomains [][]int         // per OS CPU, the domains whose CPUs hold it (callerDomain)

@@ -133,7 +133,7 @@ type published struct {
 // so a load gives what it stored last.
 func (w *Worker) publish() {
 	w.countCross()
-	w.publishLatencies()
+	w.obs.lat.Publish(&w.obs.pubLat)
 	for i, v := range w.c.fields() {
 		if w.pub.v[i].Load() != *v {
 			w.pub.v[i].Store(*v)
@@ -214,8 +214,8 @@ func (p *Pool) Stats() Stats {
 			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
-			w.obs.pubLat.wait.addTo(&ns.QueueWait)
-			w.obs.pubLat.run.addTo(&ns.RunTime)
+			addTo(&ns.QueueWait, &w.obs.pubLat.Wait)
+			addTo(&ns.RunTime, &w.obs.pubLat.Run)
 		}
 		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
 		switch p.state.Load() {

@@ -1,6 +1,10 @@
 package pool
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/numapool/numapool/pool/internal/observe"
+)
 
 // task is one unit of work in a queue: what it does, and where it may
 // run (its home, soft.go). A strict home keeps it inside that domain
@@ -20,7 +24,7 @@ type task struct {
 	// worker's (labels.go); nil: none. at is its submit time on the
 	// pool's clock if it was sampled for the queue wait and run time
 	// histograms (histogram.go); 0: not sampled.
-	labels *labelSet
+	labels *observe.Set
 	at     int64
 }
 
