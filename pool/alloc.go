@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -185,43 +183,7 @@ func checkNodeFree[T Numeric](call string, node, n int) error {
 // nodeFree returns the memory of an OS node that an allocation bound to
 // it can get without swapping, in bytes, and whether it could be read: a
 // variable so that tests can give other figures.
-var nodeFree = readNodeFree
-
-// readNodeFree reads node's meminfo in sysfs (Linux): MemFree, plus the
-// file pages (Active(file), Inactive(file)) and the reclaimable kernel
-// memory (KReclaimable, else SReclaimable) that the kernel gives up
-// before it fails an allocation. It overstates what a binding can get
-// rather than refuse one that would fit (not every file page can be
-// dropped at once); numapool topo shows MemFree alone.
-func readNodeFree(node int) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/meminfo", node))
-	if err != nil {
-		return 0, false
-	}
-	kb := map[string]int64{}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		// "Node 0 MemFree:         3229476 kB"
-		f := strings.Fields(line)
-		if len(f) == 5 && f[0] == "Node" && f[4] == "kB" {
-			if v, err := strconv.ParseInt(f[3], 10, 64); err == nil && v >= 0 {
-				kb[strings.TrimSuffix(f[2], ":")] = v
-			}
-		}
-	}
-	memFree, ok := kb["MemFree"]
-	if !ok {
-		return 0, false
-	}
-	reclaimable, ok := kb["KReclaimable"]
-	if !ok {
-		reclaimable = kb["SReclaimable"]
-	}
-	total := memFree + kb["Active(file)"] + kb["Inactive(file)"] + reclaimable
-	if total > math.MaxInt64>>10 {
-		return math.MaxInt64, true
-	}
-	return total << 10, true
-}
+var nodeFree = topology.NodeAvailable
 
 // AllocFirstTouch returns a slice of n zeroed elements whose pages are
 // not yet allocated: each lands on the node of the worker that first

@@ -73,3 +73,14 @@ func hostMemory() int64 {
 	}
 	return v
 }
+
+// NodeAvailable returns the memory of OS node node that an allocation
+// bound to it can get without swapping, in bytes, read from the node's
+// meminfo in sysfs (parseNodeAvailable), and false if it cannot be read.
+func NodeAvailable(node int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/meminfo", node))
+	if err != nil {
+		return 0, false
+	}
+	return parseNodeAvailable(b)
+}

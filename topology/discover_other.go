@@ -21,3 +21,6 @@ func ThreadAffinity(tid int) (CPUSet, error) {
 
 // hostMemory returns 0: the total memory is read on Linux only.
 func hostMemory() int64 { return 0 }
+
+// NodeAvailable returns false: a node's free memory is read on Linux only.
+func NodeAvailable(int) (int64, bool) { return 0, false }

@@ -206,6 +206,41 @@ func parseMemTotal(b []byte) (bytes int64, ok bool, err error) {
 	return 0, false, nil
 }
 
+// parseNodeAvailable returns what an allocation bound to a node can get
+// without swapping, from the node's meminfo, whose lines look like
+//
+//	Node 0 MemFree:         3229476 kB
+//
+// MemFree, plus the file pages (Active(file), Inactive(file)) and the
+// reclaimable kernel memory (KReclaimable, else SReclaimable) that the
+// kernel gives up before it fails an allocation. It overstates what a
+// binding can get rather than refuse one that would fit (not every file
+// page can be dropped at once). ok is false without a MemFree line.
+func parseNodeAvailable(b []byte) (bytes int64, ok bool) {
+	kb := map[string]int64{}
+	for line := range strings.SplitSeq(clean(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 5 && f[0] == "Node" && f[4] == "kB" {
+			if v, err := strconv.ParseInt(f[3], 10, 64); err == nil && v >= 0 {
+				kb[strings.TrimSuffix(f[2], ":")] = v
+			}
+		}
+	}
+	memFree, ok := kb["MemFree"]
+	if !ok {
+		return 0, false
+	}
+	reclaimable, ok := kb["KReclaimable"]
+	if !ok {
+		reclaimable = kb["SReclaimable"]
+	}
+	total := memFree + kb["Active(file)"] + kb["Inactive(file)"] + reclaimable
+	if total < 0 || total > math.MaxInt64>>10 { // a sum that wrapped, or past 8 EiB
+		return math.MaxInt64, true
+	}
+	return total << 10, true
+}
+
 // parseCacheSize parses a cache's size file, e.g. "48K", "32768K" or "1M".
 func parseCacheSize(b []byte) (int64, error) {
 	text := clean(b)

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -149,6 +150,29 @@ func TestCPUSetAlgebra(t *testing.T) {
 	}
 	if (CPUSet{}).First() != -1 || b.First() != 3 {
 		t.Error("First wrong")
+	}
+}
+
+// What a node-bound allocation can get: MemFree, the file pages and the
+// reclaimable kernel memory (KReclaimable preferred over SReclaimable);
+// nothing without MemFree.
+func TestParseNodeAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"Node 0 MemTotal: 100 kB\nNode 0 MemFree: 10 kB\nNode 0 Active(file): 5 kB\nNode 0 Inactive(file): 3 kB\nNode 0 KReclaimable: 2 kB\nNode 0 SReclaimable: 1 kB\n", 20 << 10, true},
+		{"Node 1 MemFree: 10 kB\nNode 1 SReclaimable: 1 kB\n", 11 << 10, true},
+		{"Node 1 MemTotal: 10 kB\n", 0, false},
+		{"Node 0 MemFree: lots kB\n", 0, false},
+		{"", 0, false},
+		{"Node 0 MemFree: 9223372036854775807 kB\n", math.MaxInt64, true},
+	} {
+		got, ok := parseNodeAvailable([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseNodeAvailable(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 
