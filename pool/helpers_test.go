@@ -508,3 +508,11 @@ func threads() int {
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
+
+// isParked reports whether w is still registered as parked (a wake-up
+// that did not come from notify, e.g. a stale token).
+func (il *idle) isParked(w *Worker) bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return il.parked[w.id]
+}

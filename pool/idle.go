@@ -201,98 +201,81 @@ type idle struct {
 	// Per worker, once taken off the lists: notify took it, counting it
 	// as searching (else it counts as awake and not searching).
 	searchWake []bool
-	nearest    [][]int // per domain, the domains by distance, itself first
 }
 
-func (id *idle) init(p *sched) {
-	id.p = p
-	id.n = int32(len(p.workers))
-	id.unparked.Store(id.n)
-	id.sleepers = make([][]*Worker, len(p.domains))
-	id.parked = make([]bool, len(p.workers))
-	id.waiting = make([]bool, len(p.workers))
-	id.searchWake = make([]bool, len(p.workers))
-	for _, g := range p.domains {
-		order := make([]int, 0, len(p.domains))
-		order = append(order, g.index)
-		for d := range p.domains {
-			if d != g.index {
-				order = append(order, d)
-			}
-		}
-		// stable by distance, the domain itself (distance 10) first
-		for i := 1; i < len(order); i++ {
-			for j := i; j > 1 && g.dist[order[j]] < g.dist[order[j-1]]; j-- {
-				order[j], order[j-1] = order[j-1], order[j]
-			}
-		}
-		id.nearest = append(id.nearest, order)
-	}
+func (il *idle) init(p *sched) {
+	il.p = p
+	il.n = int32(len(p.workers))
+	il.unparked.Store(il.n)
+	il.sleepers = make([][]*Worker, len(p.domains))
+	il.parked = make([]bool, len(p.workers))
+	il.waiting = make([]bool, len(p.workers))
+	il.searchWake = make([]bool, len(p.workers))
 }
 
 // tryStartSearching admits a worker to search unless half the workers
 // already do. The check and the increment are not one step, so now and
 // then one more searcher gets in: the limit is an optimisation, not an
 // invariant.
-func (id *idle) tryStartSearching(g *domain) bool {
-	if 2*id.searching.Load() >= id.n {
+func (il *idle) tryStartSearching(g *domain) bool {
+	if 2*il.searching.Load() >= il.n {
 		return false
 	}
-	id.searching.Add(1)
+	il.searching.Add(1)
 	g.searching.Add(1)
 	return true
 }
 
 // stopSearching ends a search; it reports whether the caller was the last
 // searcher.
-func (id *idle) stopSearching(g *domain) bool {
+func (il *idle) stopSearching(g *domain) bool {
 	g.searching.Add(-1)
-	return id.searching.Add(-1) == 0
+	return il.searching.Add(-1) == 0
 }
 
 // notify wakes a parked worker for new work in domain g, unless a worker
 // is searching that will find it: one of g's own, or, when g has no
 // sleeper to wake, any. A searcher of another node would take the work
 // across nodes, so it does not stop g's sleepers from being woken.
-func (id *idle) notify(g int) { id.notifyFrom(g, id.nearest[g]) }
+func (il *idle) notify(g int) { il.notifyFrom(g, il.p.layout.Nearest(g)) }
 
 // notifyOwn is notify for work that only g's workers may run (pinned) or
 // should (a soft task sent home): it wakes none of another domain's, which
 // would leave the work alone and park again. If none of g's workers
 // sleeps, they are all awake and get to it (rule 3).
-func (id *idle) notifyOwn(g int) {
-	if id.p.domains[g].sleeping.Load() != 0 {
-		id.notifyFrom(g, id.nearest[g][:1]) // g itself
+func (il *idle) notifyOwn(g int) {
+	if il.p.domains[g].sleeping.Load() != 0 {
+		il.notifyFrom(g, il.p.layout.Nearest(g)[:1]) // g itself
 	}
 }
 
 // notifyFrom is notify waking a sleeper of the first of domains that has
 // one.
-func (id *idle) notifyFrom(g int, domains []int) {
-	grp := id.p.domains[g]
-	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n {
+func (il *idle) notifyFrom(g int, domains []int) {
+	grp := il.p.domains[g]
+	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n {
 		return
 	}
-	if id.searching.Load() != 0 && grp.sleeping.Load() == 0 {
+	if il.searching.Load() != 0 && grp.sleeping.Load() == 0 {
 		return
 	}
-	id.mu.Lock()
-	if grp.searching.Load() != 0 || id.unparked.Load() >= id.n ||
-		(id.searching.Load() != 0 && len(id.sleepers[g]) == 0) {
-		id.mu.Unlock()
+	il.mu.Lock()
+	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n ||
+		(il.searching.Load() != 0 && len(il.sleepers[g]) == 0) {
+		il.mu.Unlock()
 		return
 	}
 	var w *Worker
 	for _, o := range domains {
-		if w = id.unparkLocked(o); w != nil {
+		if w = il.unparkLocked(o); w != nil {
 			break
 		}
 	}
-	id.mu.Unlock()
+	il.mu.Unlock()
 	if w == nil {
 		return
 	}
-	if waker := id.p.workerOf(); waker != nil && waker != w {
+	if waker := il.p.workerOf(); waker != nil && waker != w {
 		w.th.Aim(waker.th) // the waker runs on: keep w off its CPU
 	}
 	w.wake()
@@ -305,11 +288,11 @@ func (id *idle) notifyFrom(g int, domains []int) {
 // readied on the waker's, whose thread runs on), so waking the node's
 // workers from the caller starts them side by side instead of one after
 // another.
-func (id *idle) wakeMore(g, n int) {
-	for ; n > 0 && id.p.domains[g].sleeping.Load() > 0; n-- {
-		id.mu.Lock()
-		w := id.unparkLocked(g)
-		id.mu.Unlock()
+func (il *idle) wakeMore(g, n int) {
+	for ; n > 0 && il.p.domains[g].sleeping.Load() > 0; n-- {
+		il.mu.Lock()
+		w := il.unparkLocked(g)
+		il.mu.Unlock()
 		if w == nil {
 			return
 		}
@@ -321,37 +304,37 @@ func (id *idle) wakeMore(g, n int) {
 // sleepers' lists, counted as searching and unparked, and returns it for
 // the caller to wake; nil if none of g's workers sleeps. The woken worker
 // starts out searching (Tokio does the same), so that more notifications
-// do not wake a crowd. id.mu must be held.
-func (id *idle) unparkLocked(g int) *Worker {
-	s := id.sleepers[g]
+// do not wake a crowd. il.mu must be held.
+func (il *idle) unparkLocked(g int) *Worker {
+	s := il.sleepers[g]
 	if len(s) == 0 {
 		return nil
 	}
 	w := s[len(s)-1]
-	id.sleepers[g] = s[:len(s)-1]
-	id.p.domains[g].sleeping.Add(-1)
-	id.unmark(w)
-	id.searchWake[w.id] = true
-	id.searching.Add(1)
+	il.sleepers[g] = s[:len(s)-1]
+	il.p.domains[g].sleeping.Add(-1)
+	il.unmark(w)
+	il.searchWake[w.id] = true
+	il.searching.Add(1)
 	w.domain.searching.Add(1)
-	id.unparked.Add(1)
+	il.unparked.Add(1)
 	return w
 }
 
-// unmark clears w's parked state. id.mu must be held.
-func (id *idle) unmark(w *Worker) {
-	id.parked[w.id] = false
-	if id.waiting[w.id] {
-		id.waiting[w.id] = false
-		id.nWaiting--
+// unmark clears w's parked state. il.mu must be held.
+func (il *idle) unmark(w *Worker) {
+	il.parked[w.id] = false
+	if il.waiting[w.id] {
+		il.waiting[w.id] = false
+		il.nWaiting--
 	}
 }
 
 // idleParked reports whether w is parked with no task on its stack.
-func (id *idle) idleParked(w *Worker) bool {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.parked[w.id] && !id.waiting[w.id]
+func (il *idle) idleParked(w *Worker) bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return il.parked[w.id] && !il.waiting[w.id]
 }
 
 // toParked registers w as parked; waiting says it waits inside a task.
@@ -359,41 +342,33 @@ func (id *idle) idleParked(w *Worker) bool {
 // must re-check every queue: whether w was the last searcher, or was
 // refused a search (tryStartSearching) while others searched who have
 // stopped since.
-func (id *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked bool) {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	id.parked[w.id] = true
-	id.searchWake[w.id] = false
+func (il *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked bool) {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	il.parked[w.id] = true
+	il.searchWake[w.id] = false
 	if waiting {
-		id.waiting[w.id] = true
-		id.nWaiting++
+		il.waiting[w.id] = true
+		il.nWaiting++
 	}
-	id.sleepers[w.domain.index] = append(id.sleepers[w.domain.index], w)
-	id.lastParked.Store(int32(w.domain.index))
+	il.sleepers[w.domain.index] = append(il.sleepers[w.domain.index], w)
+	il.lastParked.Store(int32(w.domain.index))
 	w.domain.sleeping.Add(1)
-	allParked = id.unparked.Add(-1) == 0 // before searching is read: rule 3
+	allParked = il.unparked.Add(-1) == 0 // before searching is read: rule 3
 	if searching {
 		w.domain.searching.Add(-1)
-		return id.searching.Add(-1) == 0, allParked
+		return il.searching.Add(-1) == 0, allParked
 	}
-	return id.searching.Load() == 0, allParked
-}
-
-// isParked reports whether w is still registered as parked (a wake-up
-// that did not come from notify, e.g. a stale token).
-func (id *idle) isParked(w *Worker) bool {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.parked[w.id]
+	return il.searching.Load() == 0, allParked
 }
 
 // woken reports, for w after a wake-up, whether it is still registered
 // as parked (a stale token), and if not, whether it was woken counted as
 // searching (notify) or not (wakeWaiter).
-func (id *idle) woken(w *Worker) (parked, searching bool) {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.parked[w.id], id.searchWake[w.id]
+func (il *idle) woken(w *Worker) (parked, searching bool) {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return il.parked[w.id], il.searchWake[w.id]
 }
 
 // unparkSelf takes w off the sleepers' lists when it leaves park on its
@@ -401,13 +376,13 @@ func (id *idle) woken(w *Worker) (parked, searching bool) {
 // reports false if another took w off first: w then has a token on the
 // way, and searching says whether it is counted as searching (notify) or
 // not (wakeWaiter).
-func (id *idle) unparkSelf(w *Worker) (self, searching bool) {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if !id.parked[w.id] {
-		return false, id.searchWake[w.id]
+func (il *idle) unparkSelf(w *Worker) (self, searching bool) {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	if !il.parked[w.id] {
+		return false, il.searchWake[w.id]
 	}
-	id.takeOff(w)
+	il.takeOff(w)
 	return true, false
 }
 
@@ -416,36 +391,36 @@ func (id *idle) unparkSelf(w *Worker) (self, searching bool) {
 // and not searching, since it goes back to its task. If w is not
 // registered as parked, it is awake or has a token on the way (a notify
 // came first) and will see its latch.
-func (id *idle) wakeWaiter(w *Worker) {
-	id.mu.Lock()
-	if !id.parked[w.id] {
-		id.mu.Unlock()
+func (il *idle) wakeWaiter(w *Worker) {
+	il.mu.Lock()
+	if !il.parked[w.id] {
+		il.mu.Unlock()
 		return
 	}
-	id.takeOff(w)
-	id.searchWake[w.id] = false
-	id.mu.Unlock()
+	il.takeOff(w)
+	il.searchWake[w.id] = false
+	il.mu.Unlock()
 	w.wake()
 }
 
 // takeOff takes parked w off the sleepers' lists, counted as unparked.
-// id.mu must be held.
-func (id *idle) takeOff(w *Worker) {
-	id.unmark(w)
-	s := id.sleepers[w.domain.index]
+// il.mu must be held.
+func (il *idle) takeOff(w *Worker) {
+	il.unmark(w)
+	s := il.sleepers[w.domain.index]
 	for i, o := range s {
 		if o == w {
-			id.sleepers[w.domain.index] = append(s[:i], s[i+1:]...)
+			il.sleepers[w.domain.index] = append(s[:i], s[i+1:]...)
 			w.domain.sleeping.Add(-1)
 			break
 		}
 	}
-	id.unparked.Add(1)
+	il.unparked.Add(1)
 }
 
 // wakeAll wakes every worker (Close, Shutdown).
-func (id *idle) wakeAll() {
-	for _, w := range id.p.workers {
+func (il *idle) wakeAll() {
+	for _, w := range il.p.workers {
 		w.wake()
 	}
 }

@@ -167,11 +167,9 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
-		p.claim.Release()
-		if held {
-			place.ReleaseMonitor()
-		}
-		return nil, err
+		// nodeWorkers lists each worker once, by the index it was made
+		// with: a refusal is a bug here, not the caller's error.
+		panic("pool: the domains' workers do not make a layout: " + err.Error())
 	}
 	p.order = weightedOrder(p.domains)
 	p.cpuDomains = cpuDomains(pl.Topo, p.domains)

@@ -367,7 +367,7 @@ func (w *Worker) search() item {
 	w.seek.keepOff.look()
 	for pass := range 2 {
 		visit := func(v steal.Victim) bool {
-			if v.Group != w.domain.index && w.leavesAlone(v.Group) {
+			if v.Domain != w.domain.index && w.leavesAlone(v.Domain) {
 				return false
 			}
 			found = w.stealFrom(v, pass == 1)
@@ -401,12 +401,12 @@ func (w *Worker) leavesAlone(g int) bool {
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	p := w.pool
 	if v.IsShard() {
-		if v.Group == w.domain.index {
+		if v.Domain == w.domain.index {
 			if it := w.fromPinned(); !it.none() {
 				return it
 			}
 		}
-		return w.fromShard(p.domains[v.Group], 0)
+		return w.fromShard(p.domains[v.Domain], 0)
 	}
 	vw := p.workers[v.Worker]
 	it, moved := vw.stealer.StealInto(w.local)
@@ -424,13 +424,13 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	if !ok {
 		return item{}
 	}
-	if v.Group == w.domain.index {
+	if v.Domain == w.domain.index {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
 	} else {
 		w.stoleCross(n, false)
 		if trace.IsEnabled() {
-			w.traceCross(p.domains[v.Group], n, false)
+			w.traceCross(p.domains[v.Domain], n, false)
 		}
 	}
 	w.seek.fromWorker = true // fork-join and spawned work: keep a searcher about

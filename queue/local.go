@@ -174,7 +174,7 @@ func (l *Local[T]) takeHalf(head, tail uint32) ([]T, bool) {
 // a batch that does not fit panics. Owner only.
 func (l *Local[T]) PushBatch(tasks []T) {
 	if len(tasks) == 0 {
-		return
+		return // common: a pull of one task from a shard runs it and pushes the rest, none
 	}
 	r := l.r
 	r.own.enter()

@@ -269,6 +269,10 @@ func TestNotSpuriouslyEmpty(t *testing.T) {
 func TestPushBatch(t *testing.T) {
 	l, _ := New[int]()
 	inj := NewInjectShard[int]()
+	l.PushBatch(nil) // a pull of one task pushes none: nothing changes
+	if l.Len() != 0 {
+		t.Fatalf("an empty batch left %d tasks", l.Len())
+	}
 	pushTo(l, -1, inj)
 	l.PushBatch(seq(0, Capacity-1))
 	if got := drain(l); !slices.Equal(got, append([]int{-1}, seq(0, Capacity-1)...)) {

@@ -47,10 +47,11 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("steal: unknown mode %q (want hierarchical or flat)", s)
 }
 
-// Victim is a place to steal from: a worker's ring, or a node's inject
-// shard (Worker == -1).
+// Victim is a place to steal from: a worker's ring, or a domain's inject
+// shard (Worker == -1). A domain is the pool's part on one node: its
+// workers and its shards.
 type Victim struct {
-	Group  int // node group index (0..len(nodes)-1), not an OS node ID
+	Domain int // the pool's domain index (0..len(domains)-1), not an OS node ID
 	Worker int // worker index, or -1 for the node's inject shard
 }
 
@@ -59,15 +60,16 @@ func (v Victim) IsShard() bool { return v.Worker < 0 }
 
 // Layout is the pool's shape as victim order sees it.
 type Layout struct {
-	nodes  [][]int   // node group -> its workers' indexes
-	nodeOf []int     // worker -> node group
-	tiers  [][][]int // node group -> other groups by distance: tiers of equals, nearest first
-	all    []int     // every worker, for flat order
+	nodes   [][]int   // domain -> its workers' indexes
+	nodeOf  []int     // worker -> domain
+	tiers   [][][]int // domain -> the other domains by distance: tiers of equals, nearest first
+	nearest [][]int   // domain -> itself, then the tiers in order
+	all     []int     // every worker, for flat order
 }
 
-// NewLayout describes a pool: nodes[g] lists the worker indexes of node
-// group g (indexes 0..n-1, each once), distance(a, b) the distance
-// between groups a and b.
+// NewLayout describes a pool: nodes[g] lists the worker indexes of
+// domain g (indexes 0..n-1, each once), distance(a, b) the distance
+// between domains a and b.
 func NewLayout(nodes [][]int, distance func(a, b int) int) (*Layout, error) {
 	l := &Layout{nodes: nodes}
 	total := 0
@@ -79,7 +81,7 @@ func NewLayout(nodes [][]int, distance func(a, b int) int) (*Layout, error) {
 	for g, ws := range nodes {
 		for _, w := range ws {
 			if w < 0 || w >= total || seen[w] {
-				return nil, fmt.Errorf("steal: worker %d in node group %d is out of range or listed twice", w, g)
+				return nil, fmt.Errorf("steal: worker %d in domain %d is out of range or listed twice", w, g)
 			}
 			seen[w] = true
 			l.nodeOf[w] = g
@@ -102,9 +104,15 @@ func NewLayout(nodes [][]int, distance func(a, b int) int) (*Layout, error) {
 			tiers[len(tiers)-1] = append(tiers[len(tiers)-1], o)
 		}
 		l.tiers = append(l.tiers, tiers)
+		l.nearest = append(l.nearest, append([]int{g}, others...))
 	}
 	return l, nil
 }
+
+// Nearest returns domain g followed by the other domains, nearest first
+// (equals in index order): the order a wake-up for g's work looks for a
+// sleeper in. The slice is the layout's; the caller must not change it.
+func (l *Layout) Nearest(g int) []int { return l.nearest[g] }
 
 // Local visits, in order, the victims of worker self inside its own node:
 // the node's other workers from a random start, then the node's inject
@@ -114,7 +122,7 @@ func (l *Layout) Local(self int, r *Rand, visit func(Victim) bool) bool {
 	if l.visitWorkers(l.nodes[g], self, r, visit) {
 		return true
 	}
-	return visit(Victim{Group: g, Worker: -1})
+	return visit(Victim{Domain: g, Worker: -1})
 }
 
 // Remote visits the victims in the other nodes, nearest first, random
@@ -126,7 +134,7 @@ func (l *Layout) Remote(self int, r *Rand, visit func(Victim) bool) bool {
 		nodes := append(order[:0], tier...)
 		shuffle(nodes, r)
 		for _, g := range nodes {
-			if l.visitWorkers(l.nodes[g], self, r, visit) || visit(Victim{Group: g, Worker: -1}) {
+			if l.visitWorkers(l.nodes[g], self, r, visit) || visit(Victim{Domain: g, Worker: -1}) {
 				return true
 			}
 		}
@@ -141,14 +149,14 @@ func (l *Layout) Flat(self int, r *Rand, visit func(Victim) bool) bool {
 		return true
 	}
 	g := l.nodeOf[self]
-	if visit(Victim{Group: g, Worker: -1}) {
+	if visit(Victim{Domain: g, Worker: -1}) {
 		return true
 	}
 	n := len(l.nodes)
 	start := r.Intn(n)
 	for i := range n {
 		o := (start + i) % n
-		if o != g && visit(Victim{Group: o, Worker: -1}) {
+		if o != g && visit(Victim{Domain: o, Worker: -1}) {
 			return true
 		}
 	}
@@ -173,7 +181,7 @@ func (l *Layout) visitWorkers(ws []int, self int, r *Rand, visit func(Victim) bo
 		if w == self {
 			continue
 		}
-		if visit(Victim{Group: l.nodeOf[w], Worker: w}) {
+		if visit(Victim{Domain: l.nodeOf[w], Worker: w}) {
 			return true
 		}
 	}

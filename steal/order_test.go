@@ -39,11 +39,11 @@ func TestHierarchicalOrder(t *testing.T) {
 		}
 		remote := collect(l.Remote, 0, &r)
 		// Nearest node (1) first: its workers, then its shard.
-		if len(remote) != 9 || remote[0].Group != 1 || remote[1].Group != 1 || remote[2] != (Victim{1, -1}) {
+		if len(remote) != 9 || remote[0].Domain != 1 || remote[1].Domain != 1 || remote[2] != (Victim{1, -1}) {
 			t.Fatalf("remote order %v: node 1 (nearest) must come first", remote)
 		}
 		// Then nodes 2 and 3 in either order, each complete before the next.
-		a, b := remote[3].Group, remote[6].Group
+		a, b := remote[3].Domain, remote[6].Domain
 		if !(a == 2 && b == 3 || a == 3 && b == 2) || remote[5] != (Victim{a, -1}) || remote[8] != (Victim{b, -1}) {
 			t.Fatalf("far nodes out of order: %v", remote)
 		}
@@ -105,7 +105,7 @@ func TestFlatOrder(t *testing.T) {
 			t.Fatalf("flat visits %d victims: %v", len(v), v)
 		}
 		for i, x := range v[:7] {
-			if x.IsShard() || x.Worker == 3 || x.Group != l.nodeOf[x.Worker] {
+			if x.IsShard() || x.Worker == 3 || x.Domain != l.nodeOf[x.Worker] {
 				t.Fatalf("victim %d = %v", i, x)
 			}
 		}
@@ -154,5 +154,25 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("random"); err == nil {
 		t.Error("ParseMode accepted random")
+	}
+}
+
+// Nearest lists a domain, then the others by distance, equals in index
+// order: the tiers Remote visits, flattened.
+func TestNearest(t *testing.T) {
+	dist := [][]int{
+		{10, 30, 20, 20},
+		{30, 10, 20, 40},
+		{20, 20, 10, 30},
+		{20, 40, 30, 10},
+	}
+	l, err := NewLayout([][]int{{0}, {1}, {2}, {3}}, func(a, b int) int { return dist[a][b] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, want := range [][]int{{0, 2, 3, 1}, {1, 2, 0, 3}, {2, 0, 1, 3}, {3, 0, 2, 1}} {
+		if got := l.Nearest(g); !slices.Equal(got, want) {
+			t.Errorf("Nearest(%d) = %v, want %v", g, got, want)
+		}
 	}
 }

@@ -305,23 +305,12 @@ type mount struct {
 	options             []string
 }
 
-// parseMounts parses /proc/mounts, e.g.
+// parseMount parses one line of /proc/mounts, e.g.
 //
 //	cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
 //
-// Octal escapes (\040 for a space) in the mount point are decoded.
-func parseMounts(b []byte) []mount {
-	var out []mount
-	for line := range strings.SplitSeq(clean(b), "\n") {
-		if m, ok := parseMount(line); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// parseMount parses one line of /proc/mounts; ok is false for a line
-// with fewer than four fields.
+// Octal escapes (\040 for a space) in the mount point are decoded; ok is
+// false for a line with fewer than four fields.
 func parseMount(line string) (m mount, ok bool) {
 	f := strings.Fields(line)
 	if len(f) < 4 {

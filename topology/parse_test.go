@@ -236,9 +236,14 @@ func TestParseStatus(t *testing.T) {
 
 func TestParseMounts(t *testing.T) {
 	in := "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\nnone /dev/cpu\\040set cpuset rw 0 0\nshort line\n"
-	m := parseMounts([]byte(in))
+	var m []mount
+	for line := range strings.SplitSeq(in, "\n") {
+		if mt, ok := parseMount(line); ok {
+			m = append(m, mt)
+		}
+	}
 	if len(m) != 2 || m[0].fstype != "cgroup2" || m[1].dir != "/dev/cpu set" || !slices.Contains(m[0].options, "nosuid") {
-		t.Fatalf("parseMounts = %+v", m)
+		t.Fatalf("parseMount of each line = %+v", m)
 	}
 }
 
@@ -290,7 +295,12 @@ func FuzzParseSmall(f *testing.F) {
 		_, _ = parseDistances(b)
 		_, _ = parseCacheSize(b)
 		_, _ = parseStatus(b)
-		_ = parseMounts(b)
-		_ = parseCPUInfo(b)
+		var ci cpuInfo
+		for line := range strings.SplitSeq(string(b), "\n") {
+			_, _ = parseMount(line)
+			if !ci.add(line) {
+				break
+			}
+		}
 	})
 }

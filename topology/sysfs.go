@@ -175,26 +175,16 @@ type cpuInfo struct {
 	family, number int
 }
 
-// parseCPUInfo reads the first processor's block of /proc/cpuinfo:
+// add takes the next line of /proc/cpuinfo, whose first processor's
+// block reads
 //
 //	vendor_id	: GenuineIntel
 //	cpu family	: 6
 //	model		: 85
 //	model name	: Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz
 //
-// ARM kernels say "Processor" or "model name"; POWER says "cpu".
-func parseCPUInfo(b []byte) cpuInfo {
-	var ci cpuInfo
-	for line := range strings.SplitSeq(clean(b), "\n") {
-		if !ci.add(line) {
-			break
-		}
-	}
-	return ci
-}
-
-// add takes the next line of /proc/cpuinfo; it returns false at the end
-// of the first processor's block.
+// (ARM kernels say "Processor" or "model name"; POWER says "cpu"); it
+// returns false at the end of that block.
 func (ci *cpuInfo) add(line string) bool {
 	key, val, ok := strings.Cut(line, ":")
 	if !ok {
