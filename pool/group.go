@@ -42,6 +42,7 @@ type Group struct {
 	errOnce sync.Once
 	err     error
 	sem     chan struct{}
+	waited  atomic.Bool  // a Wait has returned: functions started since run whatever the context says
 	labels  *observe.Set // the pprof labels of ctx, for every task of the group
 	// traceTask is the group's trace task while tracing (trace.go), ended
 	// by the first Wait.
@@ -143,6 +144,7 @@ type groupTask struct {
 	g        *Group
 	fn       func(*Worker) error
 	turn     bool
+	again    bool // started after a Wait returned: runs even though the group failed
 	accepted atomic.Bool
 }
 
@@ -157,9 +159,10 @@ func (gt *groupTask) run(w *Worker) {
 		}
 		gt.g.finish()
 	}()
-	if cause := context.Cause(gt.g.ctx); cause != nil && cause != errGroupDone {
+	if cause := context.Cause(gt.g.ctx); cause != nil && cause != errGroupDone && !gt.again {
 		// The group failed or its ctx ended: skip what has not begun.
-		// (A group used again after Wait runs its new functions.)
+		// A group used again after Wait runs its new functions, as
+		// errgroup does.
 		err = cause
 		return
 	}
@@ -211,7 +214,9 @@ func (g *Group) takeTurn(own *groupTask) *groupTask {
 			return gt
 		}
 	}
-	panic("pool: a Group's turn found no accepted function") // see above: cannot happen
+	// Cannot happen, by the count above; a panic rather than a wrong
+	// function run. TestGroupGoRacingClose races turns against refusals.
+	panic("pool: a Group's turn found no accepted function")
 }
 
 // take removes fifo[i]. g.mu must be held.
@@ -244,7 +249,7 @@ func (g *Group) take(i int) {
 func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	g.pending.Add(1)
 	g.wg.Add(1)
-	gt := &groupTask{task: task{home: noHome, labels: g.labels}, g: g, fn: fn}
+	gt := &groupTask{task: task{home: noHome, labels: g.labels}, g: g, fn: fn, again: g.waited.Load()}
 	gt.job = gt
 	if w != nil {
 		w.spawn(&gt.task, atBack)
@@ -325,6 +330,7 @@ func (g *Group) Wait() error {
 	}
 	g.wg.Wait()
 	g.cancel(errGroupDone)
+	g.waited.Store(true)
 	if tt := g.traceTask.Swap(nil); tt != nil {
 		tt.End()
 	}

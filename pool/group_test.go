@@ -508,6 +508,42 @@ func TestPoolGroupWaitInsideTaskHelps(t *testing.T) {
 
 // A group used again after Wait runs its new functions: only a failure or
 // the parent's cancellation skips functions that have not begun.
+// A Group used again after a Wait that failed runs its new functions, as
+// errgroup does: its context stays done and Wait returns the first error
+// again, but nothing new is skipped.
+func TestGroupReusedAfterFailedWait(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	for _, from := range []string{"outside", "inside"} {
+		t.Run(from, func(t *testing.T) {
+			g := p.Group(context.Background())
+			first := errors.New("first")
+			g.Go(func(*Worker) error { return first })
+			if err := g.Wait(); !errors.Is(err, first) {
+				t.Fatalf("Wait = %v, want the first error", err)
+			}
+			var ran atomic.Bool
+			fn := func(*Worker) error { ran.Store(true); return nil }
+			if from == "outside" {
+				g.Go(fn)
+			} else {
+				_ = p.Submit(context.Background(), func(*Worker) { g.Go(fn) })
+			}
+			within(t, hangBound, "the second Wait", func() {
+				for !ran.Load() && g.pending.Load() == 0 && from == "inside" {
+					runtime.Gosched() // the Submit's task has not called Go yet
+				}
+				if err := g.Wait(); !errors.Is(err, first) {
+					t.Errorf("second Wait = %v, want the first error again", err)
+				}
+			})
+			if !ran.Load() {
+				t.Errorf("a function started after the failed Wait (from %s) did not run", from)
+			}
+		})
+	}
+}
+
 func TestGroupReusedAfterWait(t *testing.T) {
 	p := newTestPool(t, WithWorkers(2))
 	defer p.Close()
