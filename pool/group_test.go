@@ -527,12 +527,11 @@ func TestGroupReusedAfterFailedWait(t *testing.T) {
 			if from == "outside" {
 				g.Go(fn)
 			} else {
-				_ = p.Submit(context.Background(), func(*Worker) { g.Go(fn) })
+				started := make(chan struct{})
+				_ = p.Submit(context.Background(), func(*Worker) { g.Go(fn); close(started) })
+				waitClosed(t, started, hangBound, "the task that calls Go")
 			}
 			within(t, hangBound, "the second Wait", func() {
-				for !ran.Load() && g.pending.Load() == 0 && from == "inside" {
-					runtime.Gosched() // the Submit's task has not called Go yet
-				}
 				if err := g.Wait(); !errors.Is(err, first) {
 					t.Errorf("second Wait = %v, want the first error again", err)
 				}
