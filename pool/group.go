@@ -251,20 +251,14 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 	g.wg.Add(1)
 	gt := &groupTask{task: task{home: noHome, labels: g.labels}, g: g, fn: fn, again: g.waited.Load()}
 	gt.job = gt
-	if w != nil {
-		w.spawn(&gt.task, atBack)
-		return nil
+	if w == nil {
+		gt.turn = true
+		g.mu.Lock()
+		g.fifo = append(g.fifo, gt)
+		g.mu.Unlock()
 	}
-	if g.pool.state.Load() != running {
-		gt.drop(ErrClosed)
-		return ErrClosed
-	}
-	gt.turn = true
-	g.mu.Lock()
-	g.fifo = append(g.fifo, gt)
-	g.mu.Unlock()
-	if err := g.pool.push(context.Background(), g.pool.nextDomain(), gt.item(), true); err != nil {
-		g.refuse(gt, err)
+	if err := g.pool.enqueue(context.Background(), w, nil, gt.item(), atBack, waitRoom); err != nil {
+		g.refuse(gt, err) // from outside only: a task's enqueue is never refused
 		return err
 	}
 	gt.accepted.Store(true)

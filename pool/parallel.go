@@ -295,16 +295,10 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 // g's pinned shard: from w, the calling worker, or from outside the pool.
 // Refused (the pool closed), it counts as failed and finished.
 func (s *forState) start(w *Worker, g *domain, t *task, k int) {
-	if w != nil {
-		w.spawnTo(g, t) // inside a task: the pool is running this work already
-		return
-	}
-	if err := g.pinned.Push(t.item()); err != nil {
-		s.fail(ErrClosed)
+	if err := s.pool.enqueue(s.ctx, w, g, t.item(), inLIFO, noRoom); err != nil {
+		s.fail(err)
 		s.finish(k)
-		return
 	}
-	s.pool.idle.notifyOwn(g.index)
 }
 
 // wait returns once the loop is done, with its first error; a calling

@@ -33,13 +33,13 @@ import (
 // Shutdown gives up, after which Submit returns ErrClosed everywhere).
 func (p *Pool) Submit(ctx context.Context, fn func(*Worker)) error {
 	mustPool(p, "Submit")
-	return p.submit(ctx, nil, fn, noHome, true)
+	return p.submit(ctx, nil, fn, noHome, waitRoom)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (p *Pool) TrySubmit(fn func(*Worker)) error {
 	mustPool(p, "TrySubmit")
-	return p.submit(context.Background(), nil, fn, noHome, false)
+	return p.submit(context.Background(), nil, fn, noHome, tryRoom)
 }
 
 // Node is one NUMA node of a pool as a place to send work: p.Node(id).
@@ -94,23 +94,23 @@ func (n Node) ID() int { return n.id }
 // pool's tasks fn goes to the node's shard past the bound.
 func (n Node) Submit(ctx context.Context, fn func(*Worker)) error {
 	mustNode(n, "Node.Submit")
-	return n.submit(ctx, fn, true)
+	return n.submit(ctx, fn, waitRoom)
 }
 
 // TrySubmit is Submit that returns ErrFull instead of waiting for room.
 func (n Node) TrySubmit(fn func(*Worker)) error {
 	mustNode(n, "Node.TrySubmit")
-	return n.submit(context.Background(), fn, false)
+	return n.submit(context.Background(), fn, tryRoom)
 }
 
-func (n Node) submit(ctx context.Context, fn func(*Worker), wait bool) error {
+func (n Node) submit(ctx context.Context, fn func(*Worker), r room) error {
 	if fn == nil {
 		panic("pool: Node.Submit of a nil function")
 	}
 	if n.err != nil {
 		return n.err
 	}
-	return n.p.submit(ctx, n.g, fn, n.taskHome(), wait)
+	return n.p.submit(ctx, n.g, fn, n.taskHome(), r)
 }
 
 // home is the task's home for the node: its domain if strict, else a
@@ -204,47 +204,82 @@ func (p *sched) callerDomain() *domain {
 
 // submit queues fn for domain g (nil: any node) with the given home,
 // from outside the pool or from one of its tasks (see Pool.Submit).
-func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home home, wait bool) error {
+func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home home, r room) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
-	if w := p.workerOf(); w != nil {
-		if p.aborted() {
-			return ErrClosed // Shutdown gave up: nothing new runs
+	w := p.workerOf()
+	if w != nil && p.aborted() {
+		return ErrClosed // Shutdown gave up: nothing new runs
+	}
+	it := item{fn: fn, home: home}
+	if s := p.labelsOf(ctx); s != nil { // nil: from a task, the calling task's, as Spawn (inherit)
+		if w != nil {
+			it = w.newTask(fn, home).item()
+		} else {
+			it = it.recorded()
 		}
-		t := w.newTask(fn, home)
-		t.labels = p.labelsOf(ctx) // nil: the calling task's, as Spawn (inherit)
-		w.queueFrom(g, t)
+		it.t.labels = s
+	}
+	return p.enqueue(ctx, w, g, it, inLIFO, r)
+}
+
+// room is what work queued from outside does about its node's bound
+// (WithShardBound).
+type room int
+
+const (
+	waitRoom room = iota // wait for a place (Submit, Run, a Group's Go)
+	tryRoom              // ErrFull at once without one (TrySubmit)
+	noRoom               // take none: a loop's node blocks, which the caller waits for anyway
+)
+
+// enqueue is the one way work enters the pool: item it, for domain g
+// (nil: none asked for), from w, the worker whose task calls (nil: from
+// outside the pool).
+//
+// From a task, the work goes to w itself when g is nil (at says where:
+// its LIFO slot, as Spawn, or the back of its queue), else to g's shard;
+// the bound does not apply, since only the pool's workers make room and w
+// is one of them, and a task still running when intake closes may still
+// queue work, since Close waits for what it starts.
+//
+// From outside, it goes to g's shard for its home (g nil: nextDomain
+// picks), taking a place under the bound as r says, and wakes a worker
+// for it; once intake has closed it is refused with ErrClosed.
+func (p *sched) enqueue(ctx context.Context, w *Worker, g *domain, it item, at where, r room) error {
+	if w != nil {
+		t := it.t
+		if t == nil {
+			t = w.newTask(it.fn, it.home)
+		}
+		if g == nil {
+			w.spawn(t, at)
+		} else {
+			w.spawnTo(g, t)
+		}
 		return nil
 	}
-	ctx = orBackground(ctx)
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
 	if g == nil {
 		g = p.nextDomain()
 	}
-	it := item{fn: fn, home: home}
-	if s := p.labelsOf(ctx); s != nil {
-		it = it.recorded()
-		it.t.labels = s
-	}
-	return p.push(ctx, g, it, wait)
+	return p.push(orBackground(ctx), g, it, r)
 }
 
-// push queues it, accepted from outside the pool or from a task, in g's
-// shard: it takes a place under the bound first (waiting for one if
-// wait), and fails with ErrClosed once intake has closed. A waiting push
-// from one of the pool's own tasks takes no place: only the workers make
-// room, and a worker waiting for room would wait for itself. A task that
-// holds a place is queued as its record, which carries the place, and so
-// is one sampled for the histograms, which carries its submit time.
-func (p *sched) push(ctx context.Context, g *domain, it item, wait bool) error {
-	if g.places != nil && !(wait && p.workerOf() != nil) {
+// push queues it, from outside the pool, in g's shard (enqueue): it
+// takes a place under the bound first as r says, and fails with
+// ErrClosed once intake has closed. A task that holds a place is queued
+// as its record, which carries the place, and so is one sampled for the
+// histograms, which carries its submit time.
+func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
+	if g.places != nil && r != noRoom {
 		select {
 		case g.places <- struct{}{}:
 		default:
-			if !wait {
+			if r == tryRoom {
 				return ErrFull
 			}
 			select {
@@ -288,14 +323,7 @@ func (d *domain) queued() int { return d.inject.Len() + d.pinned.Len() }
 // (as Spawn: run next unless an idle worker takes it); from outside, a
 // node's shard as Submit, waiting for room under WithShardBound.
 func (p *Pool) queue(t *task) error {
-	if w := p.workerOf(); w != nil {
-		w.queueFrom(nil, t)
-		return nil
-	}
-	if p.state.Load() != running {
-		return ErrClosed
-	}
-	return p.push(context.Background(), p.nextDomain(), t.item(), true)
+	return p.enqueue(context.Background(), p.workerOf(), nil, t.item(), inLIFO, waitRoom)
 }
 
 func (p *Pool) poolOf() *Pool { return p }
@@ -308,14 +336,7 @@ func (n Node) queue(t *task) error {
 		return n.err
 	}
 	t.home = n.taskHome()
-	if w := n.p.workerOf(); w != nil {
-		w.queueFrom(n.g, t)
-		return nil
-	}
-	if n.p.state.Load() != running {
-		return ErrClosed
-	}
-	return n.p.push(context.Background(), n.g, t.item(), true)
+	return n.p.enqueue(context.Background(), n.p.workerOf(), n.g, t.item(), inLIFO, waitRoom)
 }
 
 func (n Node) poolOf() *Pool { return n.p }
@@ -376,16 +397,6 @@ func (w *Worker) spawnTo(g *domain, t *task) {
 	w.sample(t)
 	w.c.Spawned++
 	w.queueIn(g, t)
-}
-
-// queueFrom queues t, made by the task running on w, for domain g: in
-// w's LIFO slot for the whole pool (g nil), as Spawn, else in g's shard.
-func (w *Worker) queueFrom(g *domain, t *task) {
-	if g == nil {
-		w.spawn(t, inLIFO)
-	} else {
-		w.spawnTo(g, t)
-	}
 }
 
 // spawned counts a task w made for domain g's workers and wakes one of
