@@ -9,7 +9,9 @@
 #   -o FILE     where the report goes (default docs/performance.md)
 #   -m MACHINE  one line about the machine for the header, e.g.
 #               "a 2-CPU virtual machine with one NUMA node"
-#   bench flags default to --size quick --reps 5; CI passes a tiny suite.
+#   bench flags default to --report, the report's suite (--size quick
+#   --reps 5; numapool bench's own default is a one-minute first look);
+#   CI passes a tiny suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -19,12 +21,12 @@ while [ $# -gt 0 ]; do
     -o) out=$2; shift 2 ;;
     -m) machine=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "perf-report: unknown option $1 (bench flags go after --)" >&2; exit 2 ;;
   esac
 done
 flags=("$@")
-[ ${#flags[@]} -gt 0 ] || flags=(--size quick --reps 5)
+[ ${#flags[@]} -gt 0 ] || flags=(--report)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/numapool" ./cmd/numapool

@@ -259,6 +259,9 @@ func TestConflictingFlags(t *testing.T) {
 		{[]string{"bench", "--placement", "scatter"}, []string{"--placement", "--scale"}},
 		{[]string{"bench", "--scale", "--placement", "sideways", "--dry-run"}, []string{"sideways"}},
 		{[]string{"bench", "--scale", "--contender", "numapool,numapool", "--dry-run"}, []string{"numapool is named twice"}},
+		{[]string{"bench", "--report", "--size", "full"}, []string{"--report", "--size"}},
+		{[]string{"bench", "--reps", "2", "--report"}, []string{"--report", "--reps"}},
+		{[]string{"bench", "--scale", "--report", "--dry-run"}, []string{"--report", "--scale"}},
 	} {
 		code, out, errs := runCmd(tc.args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
