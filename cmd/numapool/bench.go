@@ -197,7 +197,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "\nvs best other: how many times better than the best contender of another family in this run")
 	fmt.Fprintln(stdout, "(numapool's configurations are one family; >1 leads all of them);")
-	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work.")
+	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work;")
+	fmt.Fprintln(stdout, "verdict: "+bench.VerdictRule+".")
 	return nil
 }
 
