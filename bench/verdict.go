@@ -27,6 +27,11 @@ const VerdictRule = "numapool's default leads when its worst repetition beats th
 	"contender (by median, sequential aside), trails when its best is beaten by that contender's worst, and ties " +
 	"when their ranges (min–max) overlap"
 
+// VerdictShort is the rule in a clause, for a table that links to the
+// report where VerdictRule is.
+const VerdictShort = "leads and trails mean that the min–max ranges of numapool's default and " +
+	"of the best other contender are apart, ties that they overlap"
+
 // A Verdict is the outcome of one workload for numapool's default.
 type Verdict struct {
 	Workload string

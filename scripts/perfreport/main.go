@@ -233,7 +233,7 @@ func (r *report) rewriteReadme(path string) error {
 	}
 	var b bytes.Buffer
 	bench.WriteVerdictTable(&b, vs)
-	fmt.Fprintf(&b, "\n%s\n", wrap(fmt.Sprintf("From `%s`, %s. The rule: %s.", r.run, r.date, bench.VerdictRule), 100))
+	fmt.Fprintf(&b, "\n%s\n", wrap(fmt.Sprintf("From `%s`, %s: %s.", r.run, r.date, bench.VerdictShort), 100))
 	out, err := replaceBlock(string(doc), b.String())
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

@@ -130,7 +130,7 @@ func TestReadmeVerdicts(t *testing.T) {
 		"| --- | --- |\n" +
 		"| **leads** | spawn (goroutines, 1.91x) |\n" +
 		"| ties | fib-12 (goroutines, 0.50x) |\n" +
-		"\n" + wrap("From `numapool bench --report --json (300 s)`, 2026-01-02. The rule: "+bench.VerdictRule+".", 100) + "\n" +
+		"\n" + wrap("From `numapool bench --report --json (300 s)`, 2026-01-02: "+bench.VerdictShort+".", 100) + "\n" +
 		readmeEnd + tail
 	if string(got) != want {
 		t.Errorf("README:\n%s\nwant:\n%s", got, want)
