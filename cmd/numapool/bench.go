@@ -150,8 +150,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if !*asJSON && !*asCSV {
 		t := topology.Discover()
 		addHostDetails(&t.Machine)
-		fmt.Fprintf(stdout, "numapool bench: %d CPUs allowed (%s) on %d node(s), GOMAXPROCS %d, %s; size %s, %d reps, %s\n",
-			t.Allowed.Len(), t.Allowed, len(t.ComputeNodes()), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model), *size, *reps, time.Now().Format("2006-01-02"))
+		fmt.Fprintf(stdout, "numapool bench: %s allowed (%s) on %s, GOMAXPROCS %d, %s; size %s, %s, %s\n",
+			plural(t.Allowed.Len(), "CPU"), t.Allowed, plural(len(t.ComputeNodes()), "node"), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model),
+			*size, plural(*reps, "rep"), time.Now().Format("2006-01-02"))
 		if *spec != "" {
 			fmt.Fprintf(stdout, "numapool contenders run on the synthetic topology %s\n", *spec)
 		}

@@ -408,3 +408,28 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// Counts read as English: one CPU, node, package, core, point or rep is
+// singular, more are plural. numactl's "available: 1 nodes" line is
+// copied as numactl prints it.
+func TestCountsInEnglish(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"topo", "--spec", "1x1"}, []string{"machine:   1 CPU online (0); 1 package, 1 core", "available: 1 nodes (0)"}},
+		{[]string{"topo", "--spec", "2x2"}, []string{"machine:   4 CPUs online (0-3); 2 packages, 4 cores"}},
+		{[]string{"bench", "--scale", "--dry-run", "--spec", "1x1", "--reps", "1"}, []string{"1 point on the synthetic topology 1x1: 1 CPU allowed on 1 node", "; 1 rep, size quick per point"}},
+		{[]string{"bench", "--scale", "--dry-run", "--spec", "2x2"}, []string{"3 points on the synthetic topology 2x2: 4 CPUs allowed on 2 nodes", "; 5 reps, size quick per point"}},
+	} {
+		code, out, errs := runCmd(c.args...)
+		if code != 0 {
+			t.Fatalf("%q: code %d: %s", c.args, code, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%q lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+}
