@@ -52,13 +52,15 @@ func (p *suiteProgress) update(done, total int, what string) {
 		return
 	}
 	if p.tty {
-		const width = 30
+		// The bar, the counts, the times and what runs fit in 80 columns:
+		// a line that wraps is not redrawn by a carriage return.
+		const width = 20
 		filled := width * done / max(total, 1)
 		left := "estimating"
 		if r, ok := remaining(t.Sub(p.start), done, total); ok {
-			left = "about " + clock(r) + " left"
+			left = "~" + clock(r) + " left"
 		}
-		fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s, %s  %-32.32s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+		fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s, %s  %-24.24s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
 			done, total, clock(t.Sub(p.start)), left, what)
 	}
 }

@@ -56,13 +56,19 @@ func TestProgressBar(t *testing.T) {
 	}
 	for i, want := range []string{
 		"0/4 0:00, estimating  spawn / numapool",
-		"1/4 0:02, about 0:05 left  spawn / goroutines", // 1.5 s a repetition, 3 to go: 4.5 s, rounded
-		"2/4 0:03, about 0:03 left  triad / numapool",
-		"3/4 0:33, about 0:11 left  triad / goroutines",
+		"1/4 0:02, ~0:05 left  spawn / goroutines", // 1.5 s a repetition, 3 to go: 4.5 s, rounded
+		"2/4 0:03, ~0:03 left  triad / numapool",
+		"3/4 0:33, ~0:11 left  triad / goroutines",
 	} {
 		if !strings.Contains(draws[i+1], want) {
 			t.Errorf("draw %d is %q, want it to have %q", i+1, draws[i+1], want)
 		}
+	}
+	wide := newSuiteProgress(&b, true, 13, c.now)
+	b.Reset()
+	wide.update(123, 195, "pingpong-spaced-2x1 / numapool-goroutines")
+	if n := len([]rune(b.String())); n > 80 {
+		t.Errorf("a bar of %d columns, more than a terminal's 80: %q", n, b.String())
 	}
 	if last := draws[5]; last != "\033[Knumapool bench: 2 workloads in 1:03\n" {
 		t.Errorf("last draw %q", last)
