@@ -140,10 +140,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 		}
 		*f.to = n
 	}
-	var prog *suiteProgress
 	if *mode == "" { // under perf stat (--mode) standard error is perf's
-		prog = newSuiteProgress(os.Stderr, isTerminal(os.Stderr), len(wls), time.Now)
-		cfg.Progress = prog.update
+		cfg.Progress = newSuiteProgress(os.Stderr, isTerminal(os.Stderr), len(wls), time.Now).update
 	}
 	var rt func(when string) // prints the CPU-to-CPU round trip (roundtrip.go)
 	var notes map[string]string
@@ -199,7 +197,10 @@ func benchCmd(args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "\nvs best other: how many times better than the best contender of another family in this run")
 	fmt.Fprintln(stdout, "(numapool's configurations are one family; >1 leads all of them);")
 	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work;")
-	fmt.Fprintln(stdout, "verdict: "+bench.VerdictRule+".")
+	// bench.VerdictRule, in lines a terminal shows whole.
+	fmt.Fprintln(stdout, "verdict: numapool's default against the best contender of another family by median")
+	fmt.Fprintln(stdout, "(sequential aside) leads when its worst repetition beats that contender's best, trails when")
+	fmt.Fprintln(stdout, "its best is beaten by that contender's worst, and ties when their ranges (min-max) overlap.")
 	return nil
 }
 
