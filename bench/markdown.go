@@ -38,6 +38,10 @@ func WriteMarkdown(w io.Writer, sums []Summary, wls []Workload, notes map[string
 			fmt.Fprintf(w, "| %s | %s | %s–%s | %s | %s | %s |\n", s.Contender, num(s.Median), num(s.Min), num(s.Max),
 				ratio(s.VsBest), ratio(s.VsSequential), mdText(extras(s.Extra)))
 		}
+		if v, ok := verdictOf(rows, wl); ok {
+			l := verdictLine(v)
+			fmt.Fprintf(w, "\n%s.\n", mdText(strings.ToUpper(l[:1])+l[1:]))
+		}
 		writeMemoryMarkdown(w, wl, rows)
 	}
 }

@@ -351,6 +351,9 @@ func WriteNotedTables(w io.Writer, sums []Summary, wls []Workload, notes map[str
 				ratio(s.VsBest), ratio(s.VsSequential), extras(s.Extra))
 		}
 		tw.Flush()
+		if v, ok := verdictOf(rows, wl); ok {
+			fmt.Fprintf(w, "  %s\n", verdictLine(v))
+		}
 		writeMemory(w, wl, rows)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/numapool/numapool/launch"
 	"github.com/numapool/numapool/topology"
@@ -169,4 +171,46 @@ func slurmTwoCPUs(t *testing.T) (bin string, on topology.CPUSet) {
 		t.Skip("one online CPU")
 	}
 	return bin, on
+}
+
+// The Slurm probe runs once for all the tests that ask, and tells a
+// Slurm that answers from one that fails, answers nothing up or does not
+// answer in time (a fake sinfo first on PATH plays each).
+func TestSlurmProbe(t *testing.T) {
+	calls := 0
+	p := slurmProbe{check: func() string { calls++; return "none here" }}
+	for range 3 {
+		if why := p.missing(); why != "none here" {
+			t.Errorf("missing() = %q", why)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the probe ran %d times for three tests, want once", calls)
+	}
+
+	if runtime.GOOS != "linux" {
+		t.Skip("the fake sinfo is a shell script")
+	}
+	dir := t.TempDir()
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, c := range []struct {
+		script, want string
+	}{
+		{"echo idle; echo mixed", ""},
+		{"echo down", "no Slurm answers here"},
+		{"echo 'Unable to contact slurm controller' >&2; exit 1", "no Slurm answers here (sinfo: exit status 1"},
+		{"exec sleep 10", "no Slurm answered sinfo within 200ms"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "sinfo"), []byte("#!/bin/sh\n"+c.script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		why := checkSlurm(200 * time.Millisecond)
+		if c.want == "" && why != "" || c.want != "" && !strings.HasPrefix(why, c.want) {
+			t.Errorf("sinfo doing %q: %q, want %q", c.script, why, c.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("sinfo doing %q: the probe took %v, past its limit of 200ms", c.script, took)
+		}
+	}
 }

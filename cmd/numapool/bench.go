@@ -15,9 +15,20 @@ import (
 )
 
 const benchSynopsis = `numapool bench [--workload W,...] [--contender C,...] [--mode C] [--reps N]
-                      [--size quick|full|F] [--spec SPEC] [--json | --csv] [--plot FILE.svg]
+                      [--size quick|full|F | --report] [--spec SPEC] [--json | --csv] [--plot FILE.svg]
        numapool bench --scale [--workload W,...] [--contender C,...] [--placement compact|scatter]
                       [--max-cpus N] [--reps N] [--size S] [--spec SPEC] [--dry-run] [--json] [--plot FILE.svg]`
+
+// Bench's sizes. Without flags the comparison suite is a first look that
+// ends in about a minute on two CPUs and still runs every workload on
+// every contender: three repetitions, the fewest that give a range, of a
+// twentieth of the full inputs. The performance report and the scaling
+// study are written from the larger suite, whose medians move less; it
+// is --report, and a study's default.
+const (
+	lookSize, lookReps     = "0.05", 3
+	reportSize, reportReps = "quick", 5
+)
 
 // benchOpts are bench's flags; benchFlags makes them.
 type benchOpts struct {
@@ -26,6 +37,7 @@ type benchOpts struct {
 	size, spec, plot            *string
 	asJSON, asCSV               *bool
 	scale, dryRun, point        *bool
+	report                      *bool
 	placement                   *string
 	maxCPUs                     *int
 	llc, memBudget              *string
@@ -37,8 +49,9 @@ func benchFlags() (*flag.FlagSet, benchOpts) {
 		workloads:  fs.String("workload", "", "the workloads `W,...` to run, comma-separated (default: all; with --scale: "+strings.Join(scaleDefaultWorkloads, ",")+")"),
 		contenders: fs.String("contender", "", "the contenders `C,...` to run, comma-separated (default: all; with --scale: "+strings.Join(scaleDefaultContenders, ",")+")"),
 		mode:       fs.String("mode", "", "run one contender `C` alone, without warm-up (for perf stat)"),
-		reps:       fs.Int("reps", 5, "`N` repetitions per contender and workload (per point with --scale)"),
-		size:       fs.String("size", "quick", "input size `S`: quick (half of full), full, or a scale factor such as 0.2"),
+		reps:       fs.Int("reps", lookReps, "`N` repetitions per contender and workload (with --scale per point, and "+strconv.Itoa(reportReps)+" unless given)"),
+		size:       fs.String("size", lookSize, "input size `S`: quick (half of full), full, or a scale factor such as 0.2 (with --scale "+reportSize+" unless given)"),
+		report:     fs.Bool("report", false, "run the suite docs/performance.md is written from: --size "+reportSize+" --reps "+strconv.Itoa(reportReps)),
 		spec:       fs.String("spec", "", "synthetic topology `SPEC` for the numapool contenders, e.g. 2x2 (with --scale: the machine to plan for)"),
 		asJSON:     fs.Bool("json", false, "print every repetition (with --scale: the study) as JSON instead of tables"),
 		asCSV:      fs.Bool("csv", false, "print every repetition as CSV instead of tables"),
@@ -60,7 +73,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, pair := range [][]string{{"json", "csv"}, {"mode", "contender"}, {"scale", "mode"}, {"scale", "csv"}, {"scale", "point"},
-		{"point", "mode"}, {"point", "json"}, {"point", "csv"}, {"point", "plot"}} {
+		{"point", "mode"}, {"point", "json"}, {"point", "csv"}, {"point", "plot"},
+		{"report", "size"}, {"report", "reps"}, {"report", "scale"}, {"report", "point"}} {
 		if err := exclusive(fs, pair...); err != nil {
 			return err
 		}
@@ -72,6 +86,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 			}
 		}
 	}
+	reportDefaults(fs, o)
 	if *o.scale {
 		return scaleCmd(o, stdout)
 	}
@@ -125,16 +140,17 @@ func benchCmd(args []string, stdout io.Writer) error {
 		}
 		*f.to = n
 	}
-	if isTerminal(os.Stderr) && *mode == "" {
-		cfg.Progress = progressBar(os.Stderr)
+	if *mode == "" { // under perf stat (--mode) standard error is perf's
+		cfg.Progress = newSuiteProgress(os.Stderr, isTerminal(os.Stderr), len(wls), time.Now).update
 	}
 	var rt func(when string) // prints the CPU-to-CPU round trip (roundtrip.go)
 	var notes map[string]string
 	if !*asJSON && !*asCSV {
 		t := topology.Discover()
 		addHostDetails(&t.Machine)
-		fmt.Fprintf(stdout, "numapool bench: %d CPUs allowed (%s) on %d node(s), GOMAXPROCS %d, %s; size %s, %d reps, %s\n",
-			t.Allowed.Len(), t.Allowed, len(t.ComputeNodes()), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model), *size, *reps, time.Now().Format("2006-01-02"))
+		fmt.Fprintf(stdout, "numapool bench: %s allowed (%s) on %s, GOMAXPROCS %d, %s; size %s, %s, %s\n",
+			plural(t.Allowed.Len(), "CPU"), t.Allowed, plural(len(t.ComputeNodes()), "node"), runtime.GOMAXPROCS(0), strings.TrimSpace(t.Machine.Model),
+			*size, plural(*reps, "rep"), time.Now().Format("2006-01-02"))
 		if *spec != "" {
 			fmt.Fprintf(stdout, "numapool contenders run on the synthetic topology %s\n", *spec)
 		}
@@ -180,8 +196,26 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "\nvs best other: how many times better than the best contender of another family in this run")
 	fmt.Fprintln(stdout, "(numapool's configurations are one family; >1 leads all of them);")
-	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work.")
+	fmt.Fprintln(stdout, "vs sequential: speedup over one goroutine running the same work;")
+	// bench.VerdictRule, in lines a terminal shows whole.
+	fmt.Fprintln(stdout, "verdict: numapool's default against the best contender of another family by median")
+	fmt.Fprintln(stdout, "(sequential aside) leads when its worst repetition beats that contender's best, trails when")
+	fmt.Fprintln(stdout, "its best is beaten by that contender's worst, and ties when their ranges (min-max) overlap.")
 	return nil
+}
+
+// reportDefaults gives --report, and a scaling study, the report's size
+// and repetitions wherever the command line gives none.
+func reportDefaults(fs *flag.FlagSet, o benchOpts) {
+	if !*o.report && !*o.scale {
+		return
+	}
+	if !isSet(fs, "size") {
+		*o.size = reportSize
+	}
+	if !isSet(fs, "reps") {
+		*o.reps = reportReps
+	}
 }
 
 // isSet reports whether the flag was given on the command line.
@@ -208,17 +242,6 @@ func parseScale(s string) (float64, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func progressBar(w io.Writer) func(done, total int, what string) {
-	return func(done, total int, what string) {
-		const width = 30
-		filled := width * done / max(total, 1)
-		fmt.Fprintf(w, "\r[%s%s] %d/%d %-40.40s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, what)
-		if done == total {
-			fmt.Fprint(w, "\r\033[K")
-		}
-	}
 }
 
 // parseBytes reads a size such as 300MiB, 1.5GiB, 64MB or 4096 (bytes).

@@ -259,6 +259,9 @@ func TestConflictingFlags(t *testing.T) {
 		{[]string{"bench", "--placement", "scatter"}, []string{"--placement", "--scale"}},
 		{[]string{"bench", "--scale", "--placement", "sideways", "--dry-run"}, []string{"sideways"}},
 		{[]string{"bench", "--scale", "--contender", "numapool,numapool", "--dry-run"}, []string{"numapool is named twice"}},
+		{[]string{"bench", "--report", "--size", "full"}, []string{"--report", "--size"}},
+		{[]string{"bench", "--reps", "2", "--report"}, []string{"--report", "--reps"}},
+		{[]string{"bench", "--scale", "--report", "--dry-run"}, []string{"--report", "--scale"}},
 	} {
 		code, out, errs := runCmd(tc.args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
@@ -402,6 +405,31 @@ func TestParseBytes(t *testing.T) {
 	for _, in := range []string{"", "-1MiB", "lots", "0"} {
 		if _, err := parseBytes(in); err == nil {
 			t.Errorf("parseBytes(%q): no error", in)
+		}
+	}
+}
+
+// Counts read as English: one CPU, node, package, core, point or rep is
+// singular, more are plural. numactl's "available: 1 nodes" line is
+// copied as numactl prints it.
+func TestCountsInEnglish(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"topo", "--spec", "1x1"}, []string{"machine:   1 CPU online (0); 1 package, 1 core", "available: 1 nodes (0)"}},
+		{[]string{"topo", "--spec", "2x2"}, []string{"machine:   4 CPUs online (0-3); 2 packages, 4 cores"}},
+		{[]string{"bench", "--scale", "--dry-run", "--spec", "1x1", "--reps", "1"}, []string{"1 point on the synthetic topology 1x1: 1 CPU allowed on 1 node", "; 1 rep, size quick per point"}},
+		{[]string{"bench", "--scale", "--dry-run", "--spec", "2x2"}, []string{"3 points on the synthetic topology 2x2: 4 CPUs allowed on 2 nodes", "; 5 reps, size quick per point"}},
+	} {
+		code, out, errs := runCmd(c.args...)
+		if code != 0 {
+			t.Fatalf("%q: code %d: %s", c.args, code, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%q lacks %q:\n%s", c.args, w, out)
+			}
 		}
 	}
 }

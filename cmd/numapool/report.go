@@ -32,11 +32,11 @@ func writeReport(w io.Writer, t *topology.Topology, pl *placement) {
 	if m.CacheLine > 0 || m.L3 > 0 {
 		fmt.Fprintf(w, "caches:    line %d B, L1d %s, L2 %s, L3 %s (cpuid)\n", m.CacheLine, size(m.L1D), size(m.L2), size(m.L3))
 	}
-	fmt.Fprintf(w, "machine:   %d CPUs online (%s)", len(t.CPUs), t.Online)
+	fmt.Fprintf(w, "machine:   %s online (%s)", plural(len(t.CPUs), "CPU"), t.Online)
 	if !t.Offline.IsEmpty() {
 		fmt.Fprintf(w, ", offline %s", t.Offline)
 	}
-	fmt.Fprintf(w, "; %d packages, %d cores", len(t.Packages), len(t.Cores))
+	fmt.Fprintf(w, "; %s, %s", plural(len(t.Packages), "package"), plural(len(t.Cores), "core"))
 	if m.MemoryBytes > 0 {
 		fmt.Fprintf(w, "; %s memory", size(m.MemoryBytes))
 	}
@@ -47,6 +47,8 @@ func writeReport(w io.Writer, t *topology.Topology, pl *placement) {
 	for i, n := range t.Nodes {
 		ids[i] = fmt.Sprint(n.ID)
 	}
+	// numactl --hardware's line word for word, "1 nodes" too, so that
+	// whatever reads numactl's output reads this.
 	fmt.Fprintf(w, "available: %d nodes (%s)\n", len(t.Nodes), strings.Join(ids, ","))
 	for _, n := range t.Nodes {
 		cpus := strings.Fields(strings.Trim(fmt.Sprint(n.CPUs.List()), "[]"))

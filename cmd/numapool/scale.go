@@ -143,8 +143,8 @@ func scaleCmd(o benchOpts, stdout io.Writer) error {
 	}
 	if plan.synthetic {
 		if n := plan.points[len(plan.points)-1]; n.OSCPUs.Len() != n.CPUs.Len() {
-			return usageError{fmt.Sprintf("--spec %s has %d CPUs and this process may use %d: a study runs only on CPUs it has (--dry-run shows the plan)",
-				*o.spec, n.CPUs.Len(), real.Allowed.Len())}
+			return usageError{fmt.Sprintf("--spec %s has %s and this process may use %d: a study runs only on CPUs it has (--dry-run shows the plan)",
+				*o.spec, plural(n.CPUs.Len(), "CPU"), real.Allowed.Len())}
 		}
 	}
 	exe, err := os.Executable()
@@ -154,10 +154,10 @@ func scaleCmd(o benchOpts, stdout io.Writer) error {
 	rep := bench.ScaleReport{Placement: pl.String(), Size: *o.size, Reps: *o.reps, Points: plan.points, Notes: plan.notes}
 	byPoint := map[int][]bench.Result{}
 	for i, p := range plan.points {
-		progress(fmt.Sprintf("point %d of %d: %d CPUs (%s)", i+1, len(plan.points), p.Workers, p.OSCPUs))
+		progress(fmt.Sprintf("point %d of %d: %s (%s)", i+1, len(plan.points), plural(p.Workers, "CPU"), p.OSCPUs))
 		out, err := runPoint(exe, pointArgs(plan, o, p, i == 0), p.OSCPUs, topology.CPUSet{}, p.Workers)
 		if err != nil {
-			return fmt.Errorf("scale: point of %d CPUs: %w", p.Workers, err)
+			return fmt.Errorf("scale: point of %s: %w", plural(p.Workers, "CPU"), err)
 		}
 		byPoint[p.Workers] = out.Results
 	}
@@ -181,8 +181,8 @@ func scaleCmd(o benchOpts, stdout io.Writer) error {
 	if *o.asJSON {
 		return bench.WriteScaleJSON(stdout, rep)
 	}
-	fmt.Fprintf(stdout, "numapool bench --scale: %d CPUs allowed (%s) on %d node(s), %s; size %s, %d reps per point\n",
-		t.Allowed.Len(), t.Allowed, len(t.ComputeNodes()), bench.PlacementAbout(pl), *o.size, *o.reps)
+	fmt.Fprintf(stdout, "numapool bench --scale: %s allowed (%s) on %s, %s; size %s, %s per point\n",
+		plural(t.Allowed.Len(), "CPU"), t.Allowed, plural(len(t.ComputeNodes()), "node"), bench.PlacementAbout(pl), *o.size, plural(*o.reps, "rep"))
 	for _, p := range plan.points {
 		fmt.Fprintf(stdout, "  %s: %s (%s), GOMAXPROCS %d\n", plural(p.Workers, "CPU"), p.OSCPUs, nodesOf(p), p.Workers)
 	}
@@ -397,15 +397,15 @@ func writePlan(w io.Writer, plan studyPlan, o benchOpts) {
 	if plan.synthetic {
 		what = "the synthetic topology " + *o.spec
 	}
-	fmt.Fprintf(w, "numapool bench --scale --dry-run: %d points on %s: %d CPUs allowed on %d node(s)\n",
-		len(plan.points), what, t.Allowed.Len(), len(t.ComputeNodes()))
+	fmt.Fprintf(w, "numapool bench --scale --dry-run: %s on %s: %s allowed on %s\n",
+		plural(len(plan.points), "point"), what, plural(t.Allowed.Len(), "CPU"), plural(len(t.ComputeNodes()), "node"))
 	fmt.Fprintf(w, "placement %s\n", bench.PlacementAbout(plan.placement))
 	var cs []string
 	for _, c := range plan.cs {
 		cs = append(cs, c.Name)
 	}
-	fmt.Fprintf(w, "workloads %s; contenders %s (sequential at the first point only); %d reps, size %s per point\n\n",
-		names(plan.workloads), strings.Join(cs, ", "), *o.reps, *o.size)
+	fmt.Fprintf(w, "workloads %s; contenders %s (sequential at the first point only); %s, size %s per point\n\n",
+		names(plan.workloads), strings.Join(cs, ", "), plural(*o.reps, "rep"), *o.size)
 	for i, p := range plan.points {
 		fmt.Fprintf(w, "point %d: %s on %s: CPUs %s", i+1, plural(p.Workers, "CPU"), nodesOf(p), p.CPUs)
 		if plan.synthetic {
@@ -414,8 +414,8 @@ func writePlan(w io.Writer, plan studyPlan, o benchOpts) {
 		fmt.Fprintf(w, "\n  GOMAXPROCS=%d taskset -c %s numapool %s\n", p.Workers, p.OSCPUs, shellJoin(pointArgs(plan, o, p, i == 0)))
 	}
 	for _, b := range plan.bounds {
-		fmt.Fprintf(w, "locality bound of %s: node %d's %d CPUs, memory bound to node %d, then to node %d (distance %d), twice each in turn:\n",
-			b.workload.Name, b.cpuNode, b.cpus.Len(), b.cpuNode, b.farNode, b.distance)
+		fmt.Fprintf(w, "locality bound of %s: node %d's %s, memory bound to node %d, then to node %d (distance %d), twice each in turn:\n",
+			b.workload.Name, b.cpuNode, plural(b.cpus.Len(), "CPU"), b.cpuNode, b.farNode, b.distance)
 		for _, mem := range []int{b.cpuNode, b.farNode} {
 			fmt.Fprintf(w, "  GOMAXPROCS=%d taskset -c %s numactl --membind=%d numapool bench --point --workload %s --contender %s --reps %d --size %s\n",
 				b.cpus.Len(), b.osCPUs, mem, b.workload.Name, boundContender, *o.reps, *o.size)

@@ -10,6 +10,11 @@
 // -topo is the output of `numapool topo`, -roundtrip the lines of
 // `numapool bench` that time a cache line between two CPUs; both may be
 // left out, and the report says so.
+//
+// -readme FILE also rewrites the verdict table in FILE (README.md), the
+// lines between readmeBegin and readmeEnd, from the same results: the
+// README's wins and losses are then the report's, never a second account
+// written by hand.
 package main
 
 import (
@@ -24,6 +29,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/numapool/numapool/bench"
 )
@@ -48,6 +54,7 @@ func main() {
 	date := flag.String("date", time.Now().Format("2006-01-02"), "the date of the run")
 	goVersion := flag.String("go", runtime.Version(), "the Go version the suite was built with")
 	out := flag.String("o", "", "write the report here instead of to standard output")
+	readme := flag.String("readme", "", "also rewrite the verdict table between the markers in this `FILE` (README.md)")
 	flag.Parse()
 	if *in == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: perfreport -in bench.json [-topo FILE] [-roundtrip FILE] [-run CMD] [-machine TEXT] [-date D] [-go V] [-o FILE]")
@@ -68,6 +75,9 @@ func main() {
 		_, err = os.Stdout.Write(b.Bytes())
 	} else {
 		err = os.WriteFile(*out, b.Bytes(), 0o644)
+	}
+	if err == nil && *readme != "" {
+		err = r.rewriteReadme(*readme)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "perfreport:", err)
@@ -162,7 +172,16 @@ func (r *report) write(w io.Writer) error {
 	fmt.Fprintln(w, "Medians over the repetitions, which go round the contenders in turn. *vs best other*: how many times")
 	fmt.Fprintln(w, "better than the best contender of another family (numapool's configurations are one family; >1 leads")
 	fmt.Fprintln(w, "all of them). *vs sequential*: speedup over one goroutine running the same work.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, wrap("*Verdict*, under each table: "+bench.VerdictRule+". A shared machine moves a median by 10–30 % "+
+		"from one minute to the next, so only ranges apart say which is faster.", 100))
 	sums := bench.Summarize(r.results, wls)
+	if vs := bench.Verdicts(sums, wls); len(vs) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "### Verdicts")
+		fmt.Fprintln(w)
+		bench.WriteVerdictTable(w, vs)
+	}
 	bench.WriteWaitPolicy(w, sums)
 	bench.WriteMarkdown(w, sums, wls, nil)
 	return nil
@@ -187,4 +206,71 @@ func workloadsOf(results []bench.Result) ([]bench.Workload, error) {
 		return nil, errors.New("results of workload " + name + ", which this numapool's suite does not have")
 	}
 	return out, nil
+}
+
+// The README's verdict table lies between these lines, which stay.
+const (
+	readmeBegin = "<!-- verdicts: scripts/perf-report.sh writes this table from the run of docs/performance.md; do not edit by hand -->"
+	readmeEnd   = "<!-- end of verdicts -->"
+)
+
+// rewriteReadme replaces the lines between readmeBegin and readmeEnd in
+// the file at path with the results' verdict table and the run it comes
+// from, or fails, leaving the file as it was, when the markers are not
+// there once each in that order or the results have no verdict.
+func (r *report) rewriteReadme(path string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	wls, err := workloadsOf(r.results)
+	if err != nil {
+		return err
+	}
+	vs := bench.Verdicts(bench.Summarize(r.results, wls), wls)
+	if len(vs) == 0 {
+		return fmt.Errorf("%s: the results have no verdict (numapool and another contender on one workload) to write", path)
+	}
+	var b bytes.Buffer
+	bench.WriteVerdictTable(&b, vs)
+	fmt.Fprintf(&b, "\n%s\n", wrap(fmt.Sprintf("From `%s`, %s: %s.", r.run, r.date, bench.VerdictShort), 100))
+	out, err := replaceBlock(string(doc), b.String())
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}
+
+// replaceBlock returns doc with the lines between readmeBegin and
+// readmeEnd replaced by block.
+func replaceBlock(doc, block string) (string, error) {
+	begin := strings.Index(doc, readmeBegin+"\n")
+	end := strings.Index(doc, "\n"+readmeEnd)
+	if begin < 0 || end < 0 || strings.Count(doc, readmeBegin) != 1 || strings.Count(doc, readmeEnd) != 1 || end < begin {
+		return "", fmt.Errorf("want the lines %q and %q once each, in that order", readmeBegin, readmeEnd)
+	}
+	head := doc[:begin+len(readmeBegin)+1]
+	return head + strings.TrimSuffix(block, "\n") + doc[end:], nil
+}
+
+// wrap breaks text into lines of at most width characters at spaces
+// (a longer word keeps its own line), as the rest of the report is.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		l := utf8.RuneCountInString(word)
+		switch {
+		case i == 0:
+		case n+1+l > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += l
+	}
+	return b.String()
 }

@@ -82,3 +82,85 @@ func write(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// The README's verdict table is rewritten from the results between its
+// markers, the rest of the file kept byte for byte; a README without the
+// markers is refused and left as it was.
+func TestReadmeVerdicts(t *testing.T) {
+	dir := t.TempDir()
+	var results []bench.Result
+	for i, v := range []float64{10, 11, 12} { // numapool leads goroutines on spawn
+		results = append(results, bench.Result{Workload: "spawn", Contender: "numapool", Rep: i, Value: v, Unit: "ns/task"},
+			bench.Result{Workload: "spawn", Contender: "goroutines", Rep: i, Value: v + 10, Unit: "ns/task"})
+	}
+	for i, v := range []float64{5, 8, 9} { // and ties it on fib-12, ranges touching at 5
+		results = append(results, bench.Result{Workload: "fib-12", Contender: "numapool", Rep: i, Value: v, Unit: "ms"},
+			bench.Result{Workload: "fib-12", Contender: "goroutines", Rep: i, Value: v - 4, Unit: "ms"})
+	}
+	r := report{run: "numapool bench --report --json (300 s)", date: "2026-01-02", goVersion: "go1.26", results: results}
+
+	var out bytes.Buffer
+	if err := r.write(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### Verdicts",
+		"| **leads** | spawn (goroutines, 1.91x) |",
+		"| ties | fib-12 (goroutines, 0.50x) |",
+		"Verdict: numapool leads goroutines (their ranges do not overlap; median 1.91x).",
+		"*Verdict*, under each table: numapool's default leads when its worst",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	readme := filepath.Join(dir, "README.md")
+	head, tail := "# x\n\n## Use it, or don't\n\n", "\n\nUse it when ...\n"
+	write(t, readme, head+readmeBegin+"\n| old | table |\n"+readmeEnd+tail)
+	if err := r.rewriteReadme(readme); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := head + readmeBegin + "\n" +
+		"| numapool's default | workloads (against the best other contender: median ratio, >1 is better) |\n" +
+		"| --- | --- |\n" +
+		"| **leads** | spawn (goroutines, 1.91x) |\n" +
+		"| ties | fib-12 (goroutines, 0.50x) |\n" +
+		"\n" + wrap("From `numapool bench --report --json (300 s)`, 2026-01-02: "+bench.VerdictShort+".", 100) + "\n" +
+		readmeEnd + tail
+	if string(got) != want {
+		t.Errorf("README:\n%s\nwant:\n%s", got, want)
+	}
+	if err := r.rewriteReadme(readme); err != nil { // a second run finds its markers again
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(readme); string(again) != want {
+		t.Errorf("a second rewrite changed the README:\n%s", again)
+	}
+
+	for _, doc := range []string{head + tail, head + readmeEnd + "\n" + readmeBegin + "\n" + tail, head + readmeBegin + "\n" + readmeEnd + "\n" + readmeBegin + "\n" + readmeEnd + tail} {
+		write(t, readme, doc)
+		if err := r.rewriteReadme(readme); err == nil {
+			t.Errorf("rewrote a README with misplaced markers:\n%s", doc)
+		}
+		if now, _ := os.ReadFile(readme); string(now) != doc {
+			t.Errorf("a refused rewrite changed the README:\n%s", now)
+		}
+	}
+}
+
+// wrap keeps every line within the width and every word in order.
+func TestWrap(t *testing.T) {
+	text := "a bb ccc dddd eeeee ffffff µµµµ"
+	got := wrap(text, 9)
+	if want := "a bb ccc\ndddd\neeeee\nffffff\nµµµµ"; got != want {
+		t.Errorf("wrap: %q, want %q", got, want)
+	}
+	if strings.Join(strings.Fields(got), " ") != text {
+		t.Errorf("wrap lost or moved words: %q", got)
+	}
+}
