@@ -155,7 +155,7 @@ func TestSlurmSyntheticNodes(t *testing.T) {
 			if r.Allowed.Len() != 1 || len(r.Groups) != 1 || r.Groups[0] != node || len(r.Workers) != 1 {
 				t.Errorf("%v%v: rank %d on CPU %s: groups %v and %d workers, want node %d alone", how.env, how.args, r.Launch.Rank, r.Allowed, r.Groups, len(r.Workers), node)
 			}
-			wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 workers on 1 nodes")
+			wantLines(t, "Explain", r.Explain, "topology synthetic:"+spec, "1 worker on 1 node")
 			noWarnings(t, r)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 func (p *Pool) Explain() string {
 	var b strings.Builder
 	t := p.topo
-	fmt.Fprintf(&b, "numapool: %d workers on %d nodes; topology %s; binding %s; stealing %s\n",
-		len(p.workers), len(p.domains), t.Source, p.cfg.binding, p.cfg.mode)
+	fmt.Fprintf(&b, "numapool: %s on %s; topology %s; binding %s; stealing %s\n",
+		plural(len(p.workers), "worker"), plural(len(p.domains), "node"), t.Source, p.cfg.binding, p.cfg.mode)
 	interval := fmt.Sprintf("self-tuned (start %d, %d..%d, ~%v of work)", initialInterval, minInterval, maxInterval, targetLookEvery)
 	if p.cfg.interval > 0 {
 		interval = fmt.Sprint(p.cfg.interval)
@@ -33,7 +33,7 @@ func (p *Pool) Explain() string {
 		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode places a node's on the real node its CPUs are on (memory nodes %s), and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
 	}
 	for _, g := range p.domains {
-		fmt.Fprintf(&b, "node %d: CPUs %s, %d workers", g.node.ID, g.node.CPUs, len(g.workers))
+		fmt.Fprintf(&b, "node %d: CPUs %s, %s", g.node.ID, g.node.CPUs, plural(len(g.workers), "worker"))
 		if g.node.MemoryBytes > 0 {
 			fmt.Fprintf(&b, ", %d MiB memory", g.node.MemoryBytes>>20)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/numapool/numapool/launch"
@@ -126,14 +127,14 @@ func NewPlan(r Request) (*Plan, error) {
 		}
 	}
 	if r.Required && len(nodes) > workers {
-		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %d workers cannot cover %d nodes", workers, len(nodes))
+		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %s cannot cover %d nodes", plural(workers, "worker"), len(nodes))
 	}
 	counts := apportion(workers, nodes)
 	for i, n := range nodes {
 		if counts[i] == 0 {
-			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d gets no worker (%d workers for %d nodes)", n.ID, workers, len(nodes)))
+			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d gets no worker (%s for %d nodes)", n.ID, plural(workers, "worker"), len(nodes)))
 		} else if counts[i] > n.CPUs.Len() {
-			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d: %d workers on %d CPUs", n.ID, counts[i], n.CPUs.Len()))
+			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d: %d workers on %s", n.ID, counts[i], plural(n.CPUs.Len(), "CPU")))
 		}
 	}
 	if r.Required && len(p.Degraded) > 0 {
@@ -267,4 +268,12 @@ func nodeIDs(nodes []topology.Node) string {
 		ids[i] = fmt.Sprint(n.ID)
 	}
 	return strings.Join(ids, ",")
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
