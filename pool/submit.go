@@ -249,32 +249,37 @@ const (
 // for it; once intake has closed it is refused with ErrClosed.
 func (p *sched) enqueue(ctx context.Context, w *Worker, g *domain, it item, at where, r room) error {
 	if w != nil {
-		t := it.t
-		if t == nil {
-			t = w.newTask(it.fn, it.home)
-		}
-		if g == nil {
-			w.spawn(t, at)
-		} else {
-			w.spawnTo(g, t)
-		}
+		w.enqueue(g, it, at)
 		return nil
 	}
+	return p.push(ctx, g, it, r)
+}
+
+// enqueue is the pool's enqueue from the task running on w.
+func (w *Worker) enqueue(g *domain, it item, at where) {
+	t := it.t
+	if t == nil {
+		t = w.newTask(it.fn, it.home)
+	}
+	if g == nil {
+		w.spawn(t, at)
+	} else {
+		w.spawnTo(g, t)
+	}
+}
+
+// push is the pool's enqueue from outside: it queues it in g's shard (g
+// nil: nextDomain picks) after taking a place under the bound as r says,
+// and fails with ErrClosed once intake has closed. A task that holds a
+// place is queued as its record, which carries the place, and so is one
+// sampled for the histograms, which carries its submit time.
+func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
 	if g == nil {
 		g = p.nextDomain()
 	}
-	return p.push(orBackground(ctx), g, it, r)
-}
-
-// push queues it, from outside the pool, in g's shard (enqueue): it
-// takes a place under the bound first as r says, and fails with
-// ErrClosed once intake has closed. A task that holds a place is queued
-// as its record, which carries the place, and so is one sampled for the
-// histograms, which carries its submit time.
-func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
 	if g.places != nil && r != noRoom {
 		select {
 		case g.places <- struct{}{}:
@@ -282,6 +287,7 @@ func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
 			if r == tryRoom {
 				return ErrFull
 			}
+			ctx = orBackground(ctx)
 			select {
 			case g.places <- struct{}{}:
 			case <-ctx.Done():
