@@ -65,7 +65,11 @@ func (t *Thread) othersCPUs() topology.CPUSet {
 }
 
 // Aim binds parked worker t's thread to the CPUs of its node that no
-// awake worker reported and waker is not on. The waker, a worker that
+// awake worker reported and waker is not on. It costs the waker two
+// system calls (getcpu, sched_setaffinity) on its way to the wake-up; it
+// is kept because a fork-join recursion runs faster with it than with
+// the woken worker's own Spread alone, which comes only after the woken
+// thread has shared the waker's CPU. The waker, a worker that
 // runs on after waking t, calls it just before the wake-up. It reports
 // its CPU first: its last report may be old (a worker reads its CPU only
 // after a wake-up and every SpreadEvery tasks, and a Fork that nobody
