@@ -205,11 +205,6 @@ func (r *forkRec[XB, RB]) drop(cause error) {
 	r.done.set() // publishes err
 }
 
-// maxForkRecords bounds a worker's list of Fork records to reuse: it
-// grows with the nesting of Forks whose b a thief runs, and holds records
-// of whatever Fork types the worker saw last.
-const maxForkRecords = 64
-
 // forkRecord returns a record for a Fork of these types: the worker's
 // last one if it is of them, else a new one.
 func forkRecord[XB, RB any](w *Worker) *forkRec[XB, RB] {

@@ -15,7 +15,7 @@ import (
 // second one would lose or duplicate tasks.
 //
 // A worker's goroutine changes when a task ends it with runtime.Goexit
-// (replace, thread.go): the ended goroutine gives up g before it ends and
+// (replace, worker.go): the ended goroutine gives up g before it ends and
 // the new one sets its own before it runs a task, so no goroutine that the
 // runtime later gives the ended one's g is taken for the worker.
 //

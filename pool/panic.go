@@ -28,7 +28,7 @@ import (
 // that called Goexit, and every task that was waiting on the same stack
 // (helping inside Join, Group.Wait, Future.Wait, a loop), completes with
 // ErrGoexit; then the worker goes on in a new goroutine on a new thread
-// (replace, thread.go).
+// (replace, worker.go).
 
 // ErrGoexit is what waiters get for a task that ended by runtime.Goexit
 // (t.Fatal, t.FailNow and t.SkipNow call it), or that was waiting on a
@@ -64,38 +64,6 @@ func (e *PanicError) Format(f fmt.State, verb rune) {
 func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
-}
-
-// catch runs fn on w and returns its panic as a *PanicError. If fn ends
-// by runtime.Goexit, catch does not return: the caller's deferred calls
-// complete its waiter.
-func catch(w *Worker, fn func(*Worker)) (err error) {
-	returned := false
-	defer func() {
-		if !returned {
-			if perr := w.panicked(recover()); perr != nil {
-				err = perr
-			}
-		}
-	}()
-	fn(w)
-	returned = true
-	return nil
-}
-
-// call runs a plain task's function, recovering a panic: the worker
-// lives on.
-func (w *Worker) call(fn func(*Worker)) {
-	returned := false
-	defer func() {
-		if !returned {
-			if perr := w.panicked(recover()); perr != nil {
-				w.pool.taskPanicked(perr.Value, perr.Stack)
-			}
-		}
-	}()
-	fn(w)
-	returned = true
 }
 
 // panicked is what a task's deferred call makes of a body that did not

@@ -10,19 +10,6 @@ import (
 	"time"
 )
 
-// cacheLine is the padding between values that different workers write:
-// 128 bytes covers the adjacent-line prefetcher of x86 and the 128-byte
-// lines of some arm64 parts.
-const cacheLine = 128
-
-// padded is a T with a cache line of padding on each side, so that two
-// padded values in a slice never share a line.
-type padded[T any] struct {
-	_ [cacheLine]byte
-	v T
-	_ [cacheLine]byte // the last value of a slice has a line of its own too
-}
-
 // PerWorker holds one T per worker of a pool, each on cache lines of its
 // own, so that workers updating their own value do not slow each other
 // down (a slice of plain values indexed by Worker.ID puts several on one

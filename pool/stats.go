@@ -1,6 +1,9 @@
 package pool
 
 import (
+	"context"
+	"runtime/trace"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/numapool/numapool/pool/internal/place"
@@ -35,8 +38,8 @@ type Counters struct {
 	Overflows            uint64 `json:"overflows"`               // full run queues that moved half to the shard
 	SentHome             uint64 `json:"sent_home"`               // tasks sent back to their node: strict ones, loop pieces, soft ones whose node keeps up
 	Spreads              uint64 `json:"spreads"`                 // moves off a CPU another worker of the node ran on
-	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (thread.go)
-	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (thread.go)
+	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (worker.go)
+	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (worker.go)
 	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (internal/place/monitor.go)
 }
 
@@ -240,4 +243,15 @@ func (p *Pool) Stats() Stats {
 	}
 	st.Kinds = kindStats(st.Workers)
 	return st
+}
+
+// traceCross logs a take of moved tasks from domain from by w.
+func (w *Worker) traceCross(from *domain, moved uint64, pull bool) {
+	how := "stole"
+	if pull {
+		how = "pulled"
+	}
+	trace.Log(context.Background(), "numapool.cross-node",
+		"node "+strconv.Itoa(w.domain.node.ID)+" "+how+" "+strconv.FormatUint(moved, 10)+
+			" tasks from node "+strconv.Itoa(from.node.ID))
 }

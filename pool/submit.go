@@ -473,10 +473,6 @@ type argTask[X any] struct {
 	x  X
 }
 
-// maxArgTasks bounds a worker's list of SpawnWith records to reuse; a
-// record beyond it goes to the collector.
-const maxArgTasks = 256
-
 // run takes fn and x out of the record and gives it back to w's list
 // before calling fn: no queue or slot refers to a task that is running,
 // and fn's own spawns of the same type then reuse it at once. Worker.run

@@ -240,3 +240,44 @@ func (s *stash) take(w *Worker) {
 	clear(b[:])
 	s.empty = append(s.empty, b)
 }
+
+// maxForkRecords bounds a worker's list of Fork records to reuse: it
+// grows with the nesting of Forks whose b a thief runs, and holds records
+// of whatever Fork types the worker saw last.
+const maxForkRecords = 64
+
+// maxArgTasks bounds a worker's list of SpawnWith records to reuse; a
+// record beyond it goes to the collector.
+const maxArgTasks = 256
+
+// catch runs fn on w and returns its panic as a *PanicError. If fn ends
+// by runtime.Goexit, catch does not return: the caller's deferred calls
+// complete its waiter.
+func catch(w *Worker, fn func(*Worker)) (err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			if perr := w.panicked(recover()); perr != nil {
+				err = perr
+			}
+		}
+	}()
+	fn(w)
+	returned = true
+	return nil
+}
+
+// call runs a plain task's function, recovering a panic: the worker
+// lives on.
+func (w *Worker) call(fn func(*Worker)) {
+	returned := false
+	defer func() {
+		if !returned {
+			if perr := w.panicked(recover()); perr != nil {
+				w.pool.taskPanicked(perr.Value, perr.Stack)
+			}
+		}
+	}()
+	fn(w)
+	returned = true
+}

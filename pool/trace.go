@@ -27,17 +27,6 @@ func (w *Worker) traceRegion(ctx context.Context) *trace.Region {
 	return trace.StartRegion(ctx, w.traceRegionType())
 }
 
-// traceCross logs a take of moved tasks from domain from by w.
-func (w *Worker) traceCross(from *domain, moved uint64, pull bool) {
-	how := "stole"
-	if pull {
-		how = "pulled"
-	}
-	trace.Log(context.Background(), "numapool.cross-node",
-		"node "+strconv.Itoa(w.domain.node.ID)+" "+how+" "+strconv.FormatUint(moved, 10)+
-			" tasks from node "+strconv.Itoa(from.node.ID))
-}
-
 // traceTask begins a trace task named name under ctx if tracing is on;
 // end ends it, and is nil when tracing is off.
 // callTrace is a Run's or an Async's trace task: its context and end.
