@@ -130,20 +130,3 @@ func parseBool(s string) (bool, error) {
 // stderr is where the pool prints its warnings and the affinity display:
 // a variable so that tests can read them.
 var stderr io.Writer = os.Stderr
-
-// displayAffinity prints one line per worker: its node, ID, thread and
-// the CPUs its thread is bound to, as OMP_DISPLAY_AFFINITY does for
-// OpenMP's threads.
-func (p *sched) displayAffinity(w io.Writer) {
-	var b strings.Builder
-	pid := os.Getpid()
-	for _, wk := range p.workers {
-		bound := wk.th.Bound().String()
-		if bound == "" {
-			bound = "none (" + p.cfg.binding.String() + ")"
-		}
-		fmt.Fprintf(&b, "numapool: pid %d tid %d node %d worker %d cpu %d bound to %s\n",
-			pid, wk.th.TID(), wk.domain.node.ID, wk.id, wk.cpu, bound)
-	}
-	io.WriteString(w, b.String())
-}

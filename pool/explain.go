@@ -32,38 +32,11 @@ func (p *Pool) Explain() string {
 	if strings.HasPrefix(t.Source, "synthetic:") {
 		fmt.Fprintf(&b, "memory: synthetic nodes have none of their own; AllocOnNode places a node's on the real node its CPUs are on (memory nodes %s), and a page first touched by a worker lands on the real node of its OS CPU\n", t.AllowedMems)
 	}
-	for _, g := range p.domains {
-		fmt.Fprintf(&b, "node %d: CPUs %s, %s", g.node.ID, g.node.CPUs, plural(len(g.workers), "worker"))
-		if g.node.MemoryBytes > 0 {
-			fmt.Fprintf(&b, ", %d MiB memory", g.node.MemoryBytes>>20)
-		}
-		var near []string
-		for i, d := range g.dist {
-			if i != g.index {
-				near = append(near, fmt.Sprintf("%d:%d", p.domains[i].node.ID, d))
-			}
-		}
-		if len(near) > 0 {
-			fmt.Fprintf(&b, ", distance to %s", strings.Join(near, " "))
-		}
-		b.WriteByte('\n')
-		for _, w := range g.workers {
-			os := t.OSCPUs(topology.NewCPUSet(w.cpu))
-			kind := ""
-			if k := w.Kind(); k != "" {
-				kind = ", a " + k + " CPU"
-			}
-			if !p.cfg.binding.LocksThread() {
-				fmt.Fprintf(&b, "  worker %d: CPU %d (OS CPU %s%s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", w.id, w.cpu, os, kind)
-				continue
-			}
-			fmt.Fprintf(&b, "  worker %d: %s; placed on CPU %d (OS CPU %s%s)\n", w.id, w.th.Report(), w.cpu, os, kind)
-		}
-	}
+	p.placer.ReportNodes(&b)
 	for _, n := range p.notes {
 		fmt.Fprintf(&b, "%s\n", n)
 	}
-	for _, w := range p.slowKindWarnings() {
+	for _, w := range p.placer.SlowKindWarnings() {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	for _, w := range p.cfg.envWarnings {

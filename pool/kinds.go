@@ -32,7 +32,7 @@ import (
 // Kind names a CPU kind setting may ask for.
 const (
 	kindPerformance = "performance"
-	kindEfficiency  = "efficiency"
+	kindEfficiency  = place.KindEfficiency
 )
 
 // parseKind checks a kind name, in any case.
@@ -81,35 +81,4 @@ func kindStats(ws []WorkerStats) map[string]Counters {
 		out[w.Kind] = c
 	}
 	return out
-}
-
-// slowKindWarnings are Explain's warnings about work that can run only on
-// the least efficient kind: a pool whose workers are all on it, or a node
-// whose workers are (strict work for that node runs at the slow kind's
-// speed; its loop blocks are sized by capacity and are not slower).
-func (p *sched) slowKindWarnings() []string {
-	if !place.NamedKinds(p.topo) {
-		return nil
-	}
-	var slowNodes []string
-	for _, g := range p.domains {
-		slow := true
-		for _, w := range g.workers {
-			slow = slow && place.KindName(p.topo, w.cpu) == kindEfficiency
-		}
-		if slow {
-			slowNodes = append(slowNodes, fmt.Sprint(g.node.ID))
-		}
-	}
-	switch {
-	case len(slowNodes) == 0:
-		return nil
-	case len(slowNodes) == len(p.domains):
-		return []string{"every worker is on an efficiency CPU: the pool's work runs at that kind's speed"}
-	}
-	which := "node " + slowNodes[0] + " are"
-	if len(slowNodes) > 1 {
-		which = "nodes " + strings.Join(slowNodes, ",") + " are"
-	}
-	return []string{fmt.Sprintf("the workers of %s all on efficiency CPUs: strict work for them runs at that kind's speed", which)}
 }

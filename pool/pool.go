@@ -202,7 +202,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	warnOnce(stderr, cfg.envWarnings)
 	if cfg.display {
-		p.displayAffinity(stderr)
+		p.placer.Display(stderr)
 	}
 	// Dropped without Close: close intake; the workers run what is queued
 	// and end. s does not refer to pool, so pool can be collected.

@@ -7,6 +7,10 @@ import (
 	"github.com/numapool/numapool/topology"
 )
 
+// KindEfficiency is the name of the slower kind of a hybrid machine's
+// CPUs (topology.Kind.Name).
+const KindEfficiency = "efficiency"
+
 // The CPU kinds in a plan: WithCPUKind keeps a pool to one kind
 // (keepKind), and a node's share of a loop is the sum of its workers'
 // capacities (Capacity). The pool's side is in the pool's kinds.go.

@@ -2,6 +2,8 @@ package place
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -290,4 +292,86 @@ func (p *Placer) Degraded() []string {
 		out = append(out, fmt.Sprintf("CPUs %s came to the process after New: the pool has no worker for them (reported only)", extra))
 	}
 	return out
+}
+
+// ReportNodes writes Explain's lines for the nodes and their workers:
+// each node's CPUs, workers, memory and distances, and where each
+// worker's thread runs (Thread.Report), or that it locks none.
+func (p *Placer) ReportNodes(b *strings.Builder) {
+	for home, n := range p.nodes {
+		fmt.Fprintf(b, "node %d: CPUs %s, %s", n.ID, n.CPUs, plural(len(p.byHome[home]), "worker"))
+		if n.MemoryBytes > 0 {
+			fmt.Fprintf(b, ", %d MiB memory", n.MemoryBytes>>20)
+		}
+		var near []string
+		for i, d := range p.dist[home] {
+			if i != home {
+				near = append(near, fmt.Sprintf("%d:%d", p.nodes[i].ID, d))
+			}
+		}
+		if len(near) > 0 {
+			fmt.Fprintf(b, ", distance to %s", strings.Join(near, " "))
+		}
+		b.WriteByte('\n')
+		for _, t := range p.byHome[home] {
+			os := p.topo.OSCPUs(topology.NewCPUSet(t.cpu))
+			kind := ""
+			if k := KindName(p.topo, t.cpu); k != "" {
+				kind = ", a " + k + " CPU"
+			}
+			if !p.binding.LocksThread() {
+				fmt.Fprintf(b, "  worker %d: CPU %d (OS CPU %s%s) in the plan; a goroutine on any thread and CPU (not locked, not bound)\n", t.worker, t.cpu, os, kind)
+				continue
+			}
+			fmt.Fprintf(b, "  worker %d: %s; placed on CPU %d (OS CPU %s%s)\n", t.worker, t.Report(), t.cpu, os, kind)
+		}
+	}
+}
+
+// Display writes one line per worker: its node, ID, thread and the CPUs
+// its thread is bound to, as OMP_DISPLAY_AFFINITY does for OpenMP's
+// threads.
+func (p *Placer) Display(w io.Writer) {
+	var b strings.Builder
+	pid := os.Getpid()
+	for _, t := range p.threads {
+		bound := t.bound.String()
+		if bound == "" {
+			bound = "none (" + p.binding.String() + ")"
+		}
+		fmt.Fprintf(&b, "numapool: pid %d tid %d node %d worker %d cpu %d bound to %s\n",
+			pid, t.TID(), p.nodes[t.home].ID, t.worker, t.cpu, bound)
+	}
+	io.WriteString(w, b.String())
+}
+
+// SlowKindWarnings are Explain's warnings about work that can run only
+// on the least efficient kind: a pool whose workers are all on it, or a
+// node whose workers are (strict work for that node runs at the slow
+// kind's speed; its loop blocks are sized by capacity and are not slower).
+func (p *Placer) SlowKindWarnings() []string {
+	if !NamedKinds(p.topo) {
+		return nil
+	}
+	var slowNodes []string
+	for home, n := range p.nodes {
+		slow := true
+		for _, t := range p.byHome[home] {
+			slow = slow && KindName(p.topo, t.cpu) == KindEfficiency
+		}
+		if slow {
+			slowNodes = append(slowNodes, fmt.Sprint(n.ID))
+		}
+	}
+	switch {
+	case len(slowNodes) == 0:
+		return nil
+	case len(slowNodes) == len(p.nodes):
+		return []string{"every worker is on an efficiency CPU: the pool's work runs at that kind's speed"}
+	}
+	which := "node " + slowNodes[0] + " are"
+	if len(slowNodes) > 1 {
+		which = "nodes " + strings.Join(slowNodes, ",") + " are"
+	}
+	return []string{fmt.Sprintf("the workers of %s all on efficiency CPUs: strict work for them runs at that kind's speed", which)}
 }
