@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/settings"
 	"github.com/numapool/numapool/steal"
 )
 
@@ -57,7 +58,7 @@ func TestUnknownSettingIsNamed(t *testing.T) {
 	}
 	var out strings.Builder
 	stderr = &out
-	warned.Clear()
+	settings.Forget()
 	want := "NUMAPOOL_WORKERS is not a numapool setting (did you mean NUMAPOOL_NUM_WORKERS?)"
 	for range 2 {
 		p, err := newPool([]Option{WithWorkers(1)}, env(nil))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool/internal/place"
+	"github.com/numapool/numapool/pool/internal/settings"
 	"github.com/numapool/numapool/steal"
 	"github.com/numapool/numapool/topology"
 )
@@ -60,36 +61,6 @@ type config struct {
 // before it sleeps (OpenMP's KMP_BLOCKTIME defaults to 200 ms: a pool
 // serves shorter bursts between other work, so it spins less).
 const DefaultBlockTime = 50 * time.Microsecond
-
-// parseWaitPolicy parses NUMAPOOL_WAIT_POLICY, "passive" or "active"
-// (case-insensitive), and reports whether it is active.
-func parseWaitPolicy(s string) (active bool, err error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "passive":
-		return false, nil
-	case "active":
-		return true, nil
-	}
-	return false, fmt.Errorf("unknown wait policy %q (want passive or active)", s)
-}
-
-// parseBlockTime parses a block time as NUMAPOOL_BLOCKTIME gives it: a
-// duration with its unit (200us, 1ms), a plain number of milliseconds
-// (as KMP_BLOCKTIME), or "infinite" (never sleep), returned as -1.
-func parseBlockTime(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if strings.EqualFold(s, "infinite") {
-		return -1, nil
-	}
-	if n, err := strconv.ParseUint(s, 10, 31); err == nil {
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("bad block time %q (want 200us, 1ms, a number of ms, or infinite)", s)
-	}
-	return d, nil
-}
 
 // WithBlockTime sets the wait policy: how long an idle worker keeps
 // looking for work before it sleeps (default DefaultBlockTime). 0 sleeps
@@ -327,7 +298,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		c.nodes, c.nodesEnv = set.List(), v
 	}
 	if v, ok := get(envDisplayAffinity); ok {
-		on, err := parseBool(v)
+		on, err := settings.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("pool: %s=%q: %w", envDisplayAffinity, v, err)
 		}
@@ -339,7 +310,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 	// OpenMP's reading: an active policy spins without limit unless a
 	// block time bounds it; a passive one spins for the block time.
 	if v, ok := get(envWaitPolicy); ok {
-		active, err := parseWaitPolicy(v)
+		active, err := settings.ParseWaitPolicy(v)
 		if err != nil {
 			return fmt.Errorf("pool: %s=%q: %w", envWaitPolicy, v, err)
 		}
@@ -348,7 +319,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		}
 	}
 	if v, ok := get(envBlockTime); ok {
-		d, err := parseBlockTime(v)
+		d, err := settings.ParseBlockTime(v)
 		if err != nil {
 			return fmt.Errorf("pool: %s=%q: %w", envBlockTime, v, err)
 		}
@@ -377,7 +348,7 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 		return c, err
 	}
 	if !c.noEnv {
-		c.envWarnings = unknownSettings(environ())
+		c.envWarnings = settings.Unknown(environ(), settingNames)
 		if c.required && len(c.envWarnings) > 0 {
 			return c, fmt.Errorf("pool: WithRequiredPlacement: %s", strings.Join(c.envWarnings, "; "))
 		}

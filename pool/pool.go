@@ -14,6 +14,7 @@ import (
 	"github.com/numapool/numapool/pool/internal/goruntime"
 	"github.com/numapool/numapool/pool/internal/observe"
 	"github.com/numapool/numapool/pool/internal/place"
+	"github.com/numapool/numapool/pool/internal/settings"
 	"github.com/numapool/numapool/queue"
 	"github.com/numapool/numapool/steal"
 	"github.com/numapool/numapool/topology"
@@ -200,7 +201,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.degraded = append(p.degraded, err.Error())
 		}
 	}
-	warnOnce(stderr, cfg.envWarnings)
+	settings.WarnOnce(stderr, cfg.envWarnings)
 	if cfg.display {
 		p.placer.Display(stderr)
 	}
