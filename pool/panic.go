@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
+
+	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
 // How a task can fail, and who hears of it.
@@ -70,33 +71,11 @@ func (e *PanicError) Unwrap() error {
 // return, r being what recover gave it: the panic, counted, or nil when
 // the body is ending by runtime.Goexit.
 func (w *Worker) panicked(r any) *PanicError {
-	if r == nil && goexiting() {
+	if r == nil && goruntime.Goexiting() {
 		return nil
 	}
 	w.c.Panicked++
 	return &PanicError{Value: r, Stack: debug.Stack()}
-}
-
-// goexiting reports whether the deferred call that calls it runs because
-// of runtime.Goexit, not a panic: recover gives nil for both Goexit and
-// (under GODEBUG=panicnil=1) panic(nil), and only the stack tells them
-// apart. Deferred calls run from the frame of runtime.Goexit or of
-// runtime.gopanic, whichever is nearer.
-func goexiting() bool {
-	var pcs [64]uintptr
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
-	for {
-		f, more := frames.Next()
-		switch f.Function {
-		case "runtime.Goexit":
-			return true
-		case "runtime.gopanic":
-			return false
-		}
-		if !more {
-			return false
-		}
-	}
 }
 
 // taskPanicked hands a plain task's panic to the handler, or, without one,
@@ -111,7 +90,7 @@ func (p *sched) taskPanicked(value any, stack []byte) {
 	defer func() {
 		if !returned {
 			r := recover()
-			if r == nil && goexiting() {
+			if r == nil && goruntime.Goexiting() {
 				return // the handler called Goexit: the worker is replaced
 			}
 			crash(&crashError{what: fmt.Sprintf("panic handler panicked (handling a task's panic: %v)", value),

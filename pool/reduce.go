@@ -8,6 +8,8 @@ import (
 	"runtime/trace"
 	"sync"
 	"time"
+
+	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
 // PerWorker holds one T per worker of a pool, each on cache lines of its
@@ -319,7 +321,7 @@ func (l *chunkLoop[T]) result() (acc T, err error) {
 	defer func() {
 		if !returned {
 			r := recover()
-			if r == nil && goexiting() {
+			if r == nil && goruntime.Goexiting() {
 				return // runtime.Goexit in combine ends the caller, as it would without the pool
 			}
 			var zero T
