@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/numapool/numapool/pin"
-	"github.com/numapool/numapool/topology"
+	"github.com/numapool/numapool/pool/internal/place"
 )
 
 // Numeric is the element types AllocOnNode can hold: no pointers, since
@@ -59,12 +58,14 @@ func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err 
 		return nil, nil, fmt.Errorf("pool: %s: %w", call, err)
 	}
 	if n == 0 {
-		if err := checkMemoryNode(call, mem); err != nil {
+		if err := place.CheckMemoryNode(call, mem); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := checkNodeFree[T](call, mem, n); err != nil {
-		return nil, nil, err
+	if size := int64(unsafe.Sizeof(*new(T))); n > 0 && int64(n) <= math.MaxInt64/size {
+		if err := place.CheckNodeFree(call, mem, int64(n)*size); err != nil {
+			return nil, nil, err // an overflowing size is mapSlice's error
+		}
 	}
 	s, release, err = mapSlice[T](call, n, func(size int) ([]byte, func() error, error) { return pin.Alloc(size, mem) })
 	if err != nil {
@@ -72,7 +73,7 @@ func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err 
 		// from, so only a refusal is checked against the topology, which
 		// costs a reading of sysfs: it says whether the node was the
 		// reason.
-		if nerr := checkMemoryNode(call, mem); nerr != nil {
+		if nerr := place.CheckMemoryNode(call, mem); nerr != nil {
 			return nil, nil, nerr
 		}
 		return nil, nil, err
@@ -80,110 +81,18 @@ func AllocOnNode[T Numeric](node Node, n int) (s []T, release func() error, err 
 	return s, release, nil
 }
 
-// memory returns the OS node whose memory holds the node's: the node
-// itself, or for a synthetic node the one real node its OS CPUs are on.
+// memory returns the OS node whose memory holds the node's
+// (place.MemoryNode).
 func (n Node) memory() (int, error) {
 	if n.err != nil {
 		return 0, n.err
 	}
-	t := n.p.topo
-	if !strings.HasPrefix(t.Source, "synthetic:") {
-		return n.g.node.ID, nil
-	}
-	cpus := t.OSCPUs(n.g.node.CPUs)
-	var on []int
-	for _, r := range realTopology().Nodes {
-		if r.CPUs.Intersects(cpus) {
-			on = append(on, r.ID)
-		}
-	}
-	if len(on) != 1 {
-		return 0, fmt.Errorf("synthetic node %d runs on OS CPUs %s, which are on real nodes %v: its memory is on no one node (AllocFirstTouch places each page where it is first written)", n.g.node.ID, cpus, on)
-	}
-	return on[0], nil
-}
-
-// realTopology is the machine the pool runs on, under any synthetic
-// topology: a variable so that tests can give other machines.
-var realTopology = topology.Discover
-
-// memoryNodes returns the nodes this process may allocate memory from: a
-// variable so that tests can give other machines.
-var memoryNodes = func() topology.CPUSet {
-	var set topology.CPUSet
-	for _, n := range topology.Discover().Nodes {
-		if n.HasMemory && n.Allowed {
-			set.Add(n.ID)
-		}
-	}
-	return set
-}
-
-// memoryNodeError is AllocOnNode's error for a node that is none of the
-// process's memory nodes.
-type memoryNodeError struct {
-	call  string
-	node  int
-	nodes topology.CPUSet
-}
-
-func (e *memoryNodeError) Error() string {
-	have := e.nodes.String()
-	if have == "" {
-		have = "none"
-	}
-	return fmt.Sprintf("pool: %s: node %d is not a memory node this process may allocate from (memory nodes: %s)", e.call, e.node, have)
-}
-
-func (e *memoryNodeError) Unwrap() error { return ErrUnknownNode }
-
-// checkMemoryNode returns a *memoryNodeError if node is none of
-// memoryNodes.
-func checkMemoryNode(call string, node int) error {
-	if nodes := memoryNodes(); !nodes.Has(node) {
-		return &memoryNodeError{call: call, node: node, nodes: nodes}
-	}
-	return nil
+	return place.MemoryNode(n.p.topo, n.g.node)
 }
 
 // ErrNodeMemory: AllocOnNode was asked for more than the node's free
 // memory; the error names the node, the size asked and the free memory.
-var ErrNodeMemory = errors.New("pool: not enough free memory on the node")
-
-// nodeMemoryError is AllocOnNode's error for a size past the node's free
-// memory.
-type nodeMemoryError struct {
-	call       string
-	node       int
-	size, free int64
-}
-
-func (e *nodeMemoryError) Error() string {
-	return fmt.Sprintf("pool: %s: %s: %d bytes asked of node %d, which has %d bytes free or reclaimable",
-		e.call, strings.TrimPrefix(ErrNodeMemory.Error(), "pool: "), e.size, e.node, e.free)
-}
-
-func (e *nodeMemoryError) Unwrap() error { return ErrNodeMemory }
-
-// checkNodeFree returns a *nodeMemoryError if n elements of T are more
-// than node's free memory, and nil when they fit, when the size
-// overflows (mapSlice says so) or when the free memory is unknown.
-func checkNodeFree[T Numeric](call string, node, n int) error {
-	size := int64(unsafe.Sizeof(*new(T)))
-	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return nil
-	}
-	free, ok := nodeFree(node)
-	if ok && int64(n)*size > free {
-		return &nodeMemoryError{call: call, node: node, size: int64(n) * size, free: free}
-	}
-	return nil
-}
-
-// nodeFree returns the memory of an OS node that an allocation bound to
-// it can get without swapping, in bytes, and whether it could be read: a
-// variable so that tests can give other figures.
-var nodeFree = topology.NodeAvailable
+var ErrNodeMemory = place.ErrNodeMemory
 
 // AllocFirstTouch returns a slice of n zeroed elements whose pages are
 // not yet allocated: each lands on the node of the worker that first

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -61,8 +62,8 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 		wantUnknownMemoryNode(t, err, fmt.Sprintf("pool: unknown node: %d (the pool's nodes: %v), in AllocOnNode(node %d, 1000)", past, p.Nodes(), past))
 	})
 	t.Run("memory not allowed", func(t *testing.T) {
-		defer func(old func() topology.CPUSet) { memoryNodes = old }(memoryNodes)
-		memoryNodes = func() topology.CPUSet { return topology.CPUSet{} }
+		defer func(old func() topology.CPUSet) { place.MemoryNodes = old }(place.MemoryNodes)
+		place.MemoryNodes = func() topology.CPUSet { return topology.CPUSet{} }
 		_, _, err := AllocOnNode[float64](p.Node(p.Nodes()[0]), 0)
 		wantUnknownMemoryNode(t, err, fmt.Sprintf("node %d is not a memory node", p.Nodes()[0]), "memory nodes: none")
 	})
@@ -105,11 +106,11 @@ func TestAllocOnNodeChecksTheNode(t *testing.T) {
 		if cpus.Len() < 2 {
 			t.Skipf("synthetic node on OS CPUs %s: needs two", cpus)
 		}
-		defer func(old func() *topology.Topology) { realTopology = old }(realTopology)
+		defer func(old func() *topology.Topology) { place.RealTopology = old }(place.RealTopology)
 		var a, b topology.CPUSet
 		a.Add(cpus.First())
 		b = cpus.AndNot(a)
-		realTopology = func() *topology.Topology {
+		place.RealTopology = func() *topology.Topology {
 			return &topology.Topology{Nodes: []topology.Node{{ID: 0, CPUs: a}, {ID: 3, CPUs: b}}}
 		}
 		_, _, err := AllocOnNode[byte](sp.Node(sp.Nodes()[0]), 1<<14)
@@ -349,7 +350,7 @@ func TestAllocFirstTouch(t *testing.T) {
 // before anything is bound: binding more than there is gets the process
 // killed by the kernel's OOM killer. Within the free memory, or with the
 // free memory unknown, it allocates as before. The free figure here is
-// the seam's (nodeFree); the last case asks the real node for four times
+// the seam's (place.NodeFree); the last case asks the real node for four times
 // its whole memory, only where the free figure can be read (else it
 // would bind it).
 func TestAllocOnNodeRefusesMoreThanIsFree(t *testing.T) {
@@ -365,11 +366,11 @@ func TestAllocOnNodeRefusesMoreThanIsFree(t *testing.T) {
 	if node < 0 {
 		t.Skip("the pool has no node with an OS ID")
 	}
-	real := nodeFree
-	defer func() { nodeFree = real }()
+	real := place.NodeFree
+	defer func() { place.NodeFree = real }()
 
 	const free = 1 << 20
-	nodeFree = func(id int) (int64, bool) { return free, id == node }
+	place.NodeFree = func(id int) (int64, bool) { return free, id == node }
 	const n = 1 << 18 // 2 MiB of float64
 	_, _, err := AllocOnNode[float64](p.Node(node), n)
 	if errors.Is(err, pin.ErrUnsupported) {
@@ -390,7 +391,7 @@ func TestAllocOnNodeRefusesMoreThanIsFree(t *testing.T) {
 		{"within the free memory", func(int) (int64, bool) { return 4 << 20, true }},
 		{"free memory unknown", func(int) (int64, bool) { return 0, false }},
 	} {
-		nodeFree = c.free
+		place.NodeFree = c.free
 		s, release, err := AllocOnNode[float64](p.Node(node), n)
 		if err != nil {
 			t.Errorf("AllocOnNode of 2 MiB, %s = %v, want a slice", c.name, err)
@@ -402,7 +403,7 @@ func TestAllocOnNodeRefusesMoreThanIsFree(t *testing.T) {
 		}
 	}
 
-	nodeFree = real
+	place.NodeFree = real
 	if mem, ok := real(node); ok {
 		var total int64
 		for _, nd := range topology.Discover().Nodes {

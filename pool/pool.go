@@ -30,7 +30,7 @@ var (
 	// (Pool.Node's methods, Async and Run on such a Node), or that is none of the memory nodes this process may
 	// allocate from (AllocOnNode); the error names the node and the nodes
 	// there are.
-	ErrUnknownNode = errors.New("pool: unknown node")
+	ErrUnknownNode = place.ErrUnknownNode
 	// ErrTooManyWorkers: New was asked for more workers locked to threads
 	// than the process may start threads for (the Go runtime's
 	// debug.SetMaxThreads, a cgroup's pids.max, RLIMIT_NPROC); the error

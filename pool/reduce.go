@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/trace"
-	"sync"
 	"time"
 
+	"github.com/numapool/numapool/pool/internal/fold"
 	"github.com/numapool/numapool/pool/internal/goruntime"
 )
 
@@ -129,8 +129,8 @@ func mapWindow(p *sched) int { return 16 * len(p.workers) }
 // blocks that have waited crossNodeAfter. The loop is done when every
 // helper has returned: forState.remaining counts helpers, not chunks.
 //
-// The window. A block keeps the partials of the chunks mapped and not yet
-// folded in a ring of mapWindow slots (fewer for a short block), chunk c
+// The window (fold.Window). A block keeps the partials of the chunks
+// mapped and not yet folded in a ring of mapWindow slots (fewer for a short block), chunk c
 // at c mod the ring's length: a claim is refused while the chunk claimed
 // would be a ring's length past the first one not folded, whose slot it
 // would take. A helper refused by its own block's window leaves (parks)
@@ -154,17 +154,8 @@ type chunkLoop[T any] struct {
 }
 
 type chunkBlock[T any] struct {
-	mu      sync.Mutex
-	lo      int // the block's first chunk
-	next    int // the next chunk to claim; next <= end
-	end     int
-	folded  int       // every chunk of the block below it is folded into acc
-	parked  int       // helpers of the block's domain that left at a full window
-	ring    []T       // the partial of chunk c at c % len(ring), once mapped, until folded
-	ready   []bool    // whether the ring's slot holds a partial
-	folding bool      // a worker is folding the block
-	acc     T         // the fold of the block's chunks below folded
-	since   time.Time // when the block was queued
+	fold.Window[T]
+	since time.Time // when the block was queued
 }
 
 // chunkHelper is a helper task of a chunkLoop, for the domain it runs in.
@@ -218,14 +209,14 @@ func (h *chunkHelper[T]) drop(cause error) {
 // crossNodeAfter. Refused by its own block's window, w's helper parks.
 func (l *chunkLoop[T]) claim(w *Worker) (block, c int, ok bool) {
 	own := w.domain.index
-	if c, ok, _ := l.blocks[own].v.take(false); ok {
+	if c, ok, _ := l.blocks[own].v.Take(false); ok {
 		return own, c, true
 	}
 	if w.pool.cfg.crossLoops {
 		for i := range l.blocks {
 			b := &l.blocks[i].v
 			if i != own && time.Since(b.since) >= crossNodeAfter {
-				if c, ok, _ := b.take(false); ok {
+				if c, ok, _ := b.Take(false); ok {
 					w.c.ChunksCrossNode++
 					return i, c, true
 				}
@@ -233,65 +224,15 @@ func (l *chunkLoop[T]) claim(w *Worker) (block, c int, ok bool) {
 		}
 	}
 	// Again, parking at a full window: the fold may have moved on since.
-	c, ok, _ = l.blocks[own].v.take(true)
+	c, ok, _ = l.blocks[own].v.Take(true)
 	return own, c, ok
 }
 
-// take claims the block's next chunk, if any is left and it is inside
-// the window; with park, a claim refused by the window counts the
-// caller's helper as parked.
-func (b *chunkBlock[T]) take(park bool) (c int, ok, full bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.next >= b.end:
-		return 0, false, false
-	case b.next-b.folded >= len(b.ring):
-		if park {
-			b.parked++
-		}
-		return 0, false, true
-	}
-	c = b.next
-	b.next++
-	return c, true, false
-}
-
-// put stores chunk c's partial v in block i and, unless another worker
-// is folding the block, folds every partial in order that is there. It
-// returns how many parked helpers of the block to start again: those
-// parked when its fold moved on.
+// put stores chunk c's partial v in block i and folds what it can
+// (fold.Window.Put); it returns how many parked helpers of the block to
+// start again.
 func (l *chunkLoop[T]) put(i, c int, v T) (restart int) {
-	b := &l.blocks[i].v
-	b.mu.Lock()
-	slot := c % len(b.ring)
-	b.ring[slot], b.ready[slot] = v, true
-	if b.folding {
-		b.mu.Unlock()
-		return 0
-	}
-	b.folding = true
-	start := b.folded
-	for k := b.folded % len(b.ring); b.folded < b.end && b.ready[k]; k = b.folded % len(b.ring) {
-		var zero T
-		v := b.ring[k]
-		b.ring[k], b.ready[k] = zero, false // the slot is free: the window moves on
-		first := b.folded == b.lo
-		b.folded++
-		b.mu.Unlock()
-		if first {
-			b.acc = v
-		} else {
-			b.acc = l.combine(b.acc, v) // a panic here fails the loop: folding stays set, and nobody folds again
-		}
-		b.mu.Lock()
-	}
-	b.folding = false
-	if b.folded > start {
-		restart, b.parked = b.parked, 0
-	}
-	b.mu.Unlock()
-	return restart
+	return l.blocks[i].v.Put(c, v, l.combine) // a panic in combine fails the loop: nobody folds the block again
 }
 
 // restart starts k helpers for block i's domain again, unless the loop
@@ -330,14 +271,14 @@ func (l *chunkLoop[T]) result() (acc T, err error) {
 	}()
 	first := true
 	for i := range l.blocks {
-		b := &l.blocks[i].v
-		if b.end == b.lo {
+		v, ok := l.blocks[i].v.Result()
+		if !ok {
 			continue // an empty block
 		}
 		if first {
-			acc, first = b.acc, false
+			acc, first = v, false
 		} else {
-			acc = l.combine(acc, b.acc)
+			acc = l.combine(acc, v)
 		}
 	}
 	returned = true
@@ -366,9 +307,8 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 	window := mapWindow(p)
 	for i, b := range p.split(chunks) {
 		blk := &l.blocks[i].v
-		blk.lo, blk.next, blk.end, blk.folded, blk.since = b.Lo, b.Lo, b.Hi, b.Lo, now
-		blk.ring = make([]T, min(window, b.Hi-b.Lo))
-		blk.ready = make([]bool, len(blk.ring))
+		blk.Init(b.Lo, b.Hi, window)
+		blk.since = now
 		perDomain[i] = min(len(p.domains[i].workers), b.Hi-b.Lo)
 		for range perDomain[i] {
 			helpers = append(helpers, l.helper(i))

@@ -2,8 +2,9 @@
 // worker on which CPUs, the claims that spread the pools of one process,
 // the CPU kinds, the thread limits New checks), each worker's Thread
 // (binding, re-binding, spreading over its node's CPUs, ending and
-// deserting a thread), and the machine monitor that re-plans when the
-// process's CPUs change. The scheduler calls it at a few doors: NewPlan
+// deserting a thread), the machine monitor that re-plans when the
+// process's CPUs change, and where a node's memory is (memory.go:
+// AllocOnNode's node and its checks). The scheduler calls it at a few doors: NewPlan
 // and NewPlacer in New, Thread.Bind when a worker's goroutine starts,
 // Thread.End and Desert when it ends, Thread.Aim when it wakes a parked
 // worker, the Thread's stop-point checks (KeepThread, Follow, Spread),
