@@ -2,13 +2,9 @@ package pool
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/numapool/numapool/launch"
-	"github.com/numapool/numapool/topology"
 )
 
 // Explain describes the pool's placement for people, as
@@ -55,30 +51,8 @@ func (p *Pool) Explain() string {
 			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
-	// The launcher's view of the process's CPUs as the pool read them last
-	// (New, or the monitor's latest look), not as the process started.
-	in := launch.Inputs{Env: os.LookupEnv, CPUs: topology.ReadProcessCPUs()}
-	if st := p.placer.Machine(); st != nil {
-		in.CPUs = st.Read.PC
-	}
-	p.explainLaunch(&b, launch.DetectFrom(in))
+	p.placer.ReportLaunch(&b)
 	return b.String()
-}
-
-// explainLaunch adds the launcher line and the warnings, if any: nothing
-// for a process that may use every online CPU and was not launched by a
-// launcher it knows.
-func (p *Pool) explainLaunch(b *strings.Builder, info launch.Info) {
-	if info.Launcher != launch.None {
-		fmt.Fprintf(b, "launcher: %s\n", info)
-	}
-	bound := make([]topology.CPUSet, len(p.workers))
-	for i, w := range p.workers {
-		bound[i] = w.th.Mask()
-	}
-	for _, w := range info.Warnings(len(p.workers), bound...) {
-		fmt.Fprintf(b, "warning: %s\n", w)
-	}
 }
 
 func boundText(n int) string {

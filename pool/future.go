@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/trace"
 	"sync/atomic"
+
+	"github.com/numapool/numapool/pool/internal/observe"
 )
 
 // Target is where Async and Run send work: a *Pool (any node, as
@@ -63,7 +65,7 @@ func async[T any](on Target, fn func(w *Worker) (T, error), name string) *Future
 	f := &Future[T]{task: task{home: noHome}, fn: fn, ch: make(chan struct{}), p: on.poolOf()}
 	f.job = f
 	if trace.IsEnabled() {
-		ctx, end := traceTask(context.Background(), name)
+		ctx, end := observe.Task(context.Background(), name)
 		f.trace = &callTrace{ctx: ctx, end: end}
 	}
 	if err := on.queue(&f.task); err != nil {

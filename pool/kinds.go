@@ -2,7 +2,6 @@ package pool
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/numapool/numapool/pool/internal/place"
 )
@@ -29,21 +28,6 @@ import (
 // whose kinds differ too little to name, has no such names, and a kind
 // setting then keeps every CPU (Explain says so).
 
-// Kind names a CPU kind setting may ask for.
-const (
-	kindPerformance = "performance"
-	kindEfficiency  = place.KindEfficiency
-)
-
-// parseKind checks a kind name, in any case.
-func parseKind(s string) (string, error) {
-	switch k := strings.ToLower(strings.TrimSpace(s)); k {
-	case kindPerformance, kindEfficiency:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown CPU kind %q (want %s or %s)", s, kindPerformance, kindEfficiency)
-}
-
 // WithCPUKind keeps the pool's workers to CPUs of one kind: "performance"
 // (a hybrid machine's full-speed cores: Intel's P-cores, Arm's big cores)
 // or "efficiency" (its slower ones: E-cores, little cores), as the
@@ -52,7 +36,7 @@ func parseKind(s string) (string, error) {
 // or kinds too alike to name) every CPU is kept.
 func WithCPUKind(kind string) Option {
 	return optionFunc(func(c *config) error {
-		k, err := parseKind(kind)
+		k, err := place.ParseKind(kind)
 		if err != nil {
 			return fmt.Errorf("pool: WithCPUKind: %w", err)
 		}

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +46,7 @@ type config struct {
 	interval     int  // fairness interval; 0: self-tuned
 	crossLoops   bool // WithCrossNodeLoops
 	noEnv        bool
-	envWarnings  []string      // unknown NUMAPOOL_* variables (environ.go)
+	envWarnings  []string      // unknown NUMAPOOL_* variables (settings.Unknown)
 	display      bool          // NUMAPOOL_DISPLAY_AFFINITY
 	specEnv      bool          // spec came from NUMAPOOL_TOPOLOGY
 	nodesEnv     string        // NUMAPOOL_NODES, when nodes came from it
@@ -362,7 +363,7 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 func (c *config) placesEnv(v string) error {
 	places, kind, hasKind := strings.Cut(v, ":")
 	if hasKind && !c.kindSet {
-		k, err := parseKind(kind)
+		k, err := place.ParseKind(kind)
 		if err != nil {
 			return fmt.Errorf("pool: %s=%q: %w", envPlaces, v, err)
 		}
@@ -403,3 +404,43 @@ func (c config) planRequest(cpus topology.CPUSet, monitorThread bool) place.Requ
 	}
 	return r
 }
+
+// The environment's settings beyond the options: a NUMAPOOL_* variable
+// the pool does not know is a warning (settings.Unknown), and
+// NUMAPOOL_DISPLAY_AFFINITY prints where the workers are when a pool
+// starts (OpenMP's OMP_DISPLAY_AFFINITY).
+
+// envDisplayAffinity is true or false (case-insensitive; also 1 or 0).
+const envDisplayAffinity = "NUMAPOOL_DISPLAY_AFFINITY"
+
+// settingNames are the NUMAPOOL_* variables the pool reads.
+var settingNames = []string{envNumWorkers, envPlaces, envSteal, envTopology, envNodes,
+	envWaitPolicy, envBlockTime, envDisplayAffinity, envMachineWatch}
+
+// envMachineWatch is the machine monitor's interval (WithMachineWatch):
+// a time.ParseDuration duration, or 0 for off.
+const envMachineWatch = "NUMAPOOL_MACHINE_WATCH"
+
+// applyWatchEnv sets the monitor's interval from NUMAPOOL_MACHINE_WATCH
+// unless WithMachineWatch set it.
+func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
+	v, ok := lookup(envMachineWatch)
+	v = strings.TrimSpace(v)
+	if c.noEnv || c.watchSet || !ok || v == "" {
+		return nil
+	}
+	d, err := settings.ParseWatch(v)
+	if err != nil {
+		return fmt.Errorf("pool: %s=%q: %w", envMachineWatch, v, err)
+	}
+	c.watch = d
+	return nil
+}
+
+// environ lists the environment as os.Environ does: a variable so that
+// tests can give another.
+var environ = os.Environ
+
+// stderr is where the pool prints its warnings and the affinity display:
+// a variable so that tests can read them.
+var stderr io.Writer = os.Stderr

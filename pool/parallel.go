@@ -267,7 +267,7 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		grain = max(1, n/(64*len(p.workers)))
 	}
 	grain = min(grain, n) // a part is at most the whole range
-	ctx, end := traceTask(ctx, "numapool.ParallelFor")
+	ctx, end := observe.Task(ctx, "numapool.ParallelFor")
 	if end != nil {
 		defer end()
 	}

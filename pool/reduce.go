@@ -10,6 +10,7 @@ import (
 
 	"github.com/numapool/numapool/pool/internal/fold"
 	"github.com/numapool/numapool/pool/internal/goruntime"
+	"github.com/numapool/numapool/pool/internal/observe"
 )
 
 // PerWorker holds one T per worker of a pool, each on cache lines of its
@@ -294,7 +295,7 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 	if p.state.Load() != running && w == nil {
 		return nil, ErrClosed
 	}
-	ctx, end := traceTask(ctx, "numapool.MapReduce")
+	ctx, end := observe.Task(ctx, "numapool.MapReduce")
 	if end != nil {
 		defer end()
 	}

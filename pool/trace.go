@@ -27,18 +27,8 @@ func (w *Worker) traceRegion(ctx context.Context) *trace.Region {
 	return trace.StartRegion(ctx, w.traceRegionType())
 }
 
-// traceTask begins a trace task named name under ctx if tracing is on;
-// end ends it, and is nil when tracing is off.
 // callTrace is a Run's or an Async's trace task: its context and end.
 type callTrace struct {
 	ctx context.Context
 	end func()
-}
-
-func traceTask(ctx context.Context, name string) (_ context.Context, end func()) {
-	if !trace.IsEnabled() {
-		return ctx, nil
-	}
-	ctx, t := trace.NewTask(ctx, name)
-	return ctx, t.End
 }

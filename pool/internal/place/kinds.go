@@ -7,9 +7,21 @@ import (
 	"github.com/numapool/numapool/topology"
 )
 
-// KindEfficiency is the name of the slower kind of a hybrid machine's
-// CPUs (topology.Kind.Name).
-const KindEfficiency = "efficiency"
+// The kind names a CPU kind setting may ask for (topology.Kind.Name): a
+// hybrid machine's full-speed CPUs and its slower ones.
+const (
+	KindPerformance = "performance"
+	KindEfficiency  = "efficiency"
+)
+
+// ParseKind checks a kind name, in any case, and returns it in lower case.
+func ParseKind(s string) (string, error) {
+	switch k := strings.ToLower(strings.TrimSpace(s)); k {
+	case KindPerformance, KindEfficiency:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown CPU kind %q (want %s or %s)", s, KindPerformance, KindEfficiency)
+}
 
 // The CPU kinds in a plan: WithCPUKind keeps a pool to one kind
 // (keepKind), and a node's share of a loop is the sum of its workers'

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/numapool/numapool/launch"
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/topology"
 )
@@ -374,4 +375,23 @@ func (p *Placer) SlowKindWarnings() []string {
 		which = "nodes " + strings.Join(slowNodes, ",") + " are"
 	}
 	return []string{fmt.Sprintf("the workers of %s all on efficiency CPUs: strict work for them runs at that kind's speed", which)}
+}
+
+// ReportLaunch writes the launcher line and its warnings, if any:
+// nothing for a process that may use every online CPU and was not
+// launched by a launcher it knows. The launcher's view is of the
+// process's CPUs as the pool read them last (New, or the monitor's
+// latest look), not as the process started.
+func (p *Placer) ReportLaunch(b *strings.Builder) {
+	info := launch.DetectFrom(launch.Inputs{Env: os.LookupEnv, CPUs: p.machine.Load().Read.PC})
+	if info.Launcher != launch.None {
+		fmt.Fprintf(b, "launcher: %s\n", info)
+	}
+	bound := make([]topology.CPUSet, len(p.threads))
+	for i, t := range p.threads {
+		bound[i] = t.Mask()
+	}
+	for _, w := range info.Warnings(len(p.threads), bound...) {
+		fmt.Fprintf(b, "warning: %s\n", w)
+	}
 }

@@ -47,6 +47,18 @@ func ParseBlockTime(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// ParseWatch parses NUMAPOOL_MACHINE_WATCH: a duration, or 0 for off.
+func ParseWatch(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if s == "0" {
+		return 0, nil
+	}
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 1s or 200ms, or 0 for off")
+	}
+	return d, nil
+}
+
 // ParseBool parses a boolean setting as OpenMP's: true or false in any
 // case, or 1 or 0.
 func ParseBool(s string) (bool, error) {

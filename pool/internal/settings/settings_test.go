@@ -71,3 +71,16 @@ func TestWarnOnce(t *testing.T) {
 		t.Errorf("printed %q", got)
 	}
 }
+
+func TestParseWatch(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "1s": time.Second, "200ms": 200 * time.Millisecond} {
+		if got, err := ParseWatch(in); got != want || err != nil {
+			t.Errorf("ParseWatch(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1s", "soon", ""} {
+		if _, err := ParseWatch(in); err == nil {
+			t.Errorf("ParseWatch(%q) took it", in)
+		}
+	}
+}
