@@ -122,7 +122,7 @@ import (
 //	(5)  search finds nothing: spin repeats next and search for the block
 //	     time; no counter changes, the worker still counts in S and gS.
 //	(6)  a look finds a task: as (4).
-//	(7)  the block time ends, the searcher gives way (crowding) or the
+//	(7)  the block time ends, the searcher gives way (goruntime.Crowding) or the
 //	     pool closes: toParked after a search, gZ+1, U-1, gS-1, then S-1;
 //	     the one that brings S to 0 re-checks every queue.
 //	(8)  notify or wakeMore takes the worker that parked last off the

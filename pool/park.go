@@ -172,7 +172,7 @@ func (w *Worker) sleep(until time.Time) bool {
 // A worker's thread is locked to its goroutine (unless pin.Goroutines),
 // so while it spins, a goroutine that waits for a processor (a task's
 // waiter, or a worker just woken) may wait for this very one. When the
-// searcher sees that twice in a row, a few microseconds apart (crowding),
+// searcher sees that twice in a row, a few microseconds apart (goruntime.Crowding),
 // it gives way: with a block time (the passive policy) it parks, without
 // one (the active policy) it yields once.
 //

@@ -288,3 +288,7 @@ func orBackground(ctx context.Context) context.Context {
 	}
 	return ctx
 }
+
+// clock is t as the pool's clock: nanoseconds since the pool started, on
+// the monotonic clock.
+func (p *sched) clock(t time.Time) int64 { return int64(t.Sub(p.started)) }

@@ -52,34 +52,6 @@ const softBacklog = 2 * softPatience
 // that keeps up at least this often.
 const softLookEvery = softPatience / 4
 
-// home is where a task belongs: nowhere in particular (noHome), one
-// domain it must run in (strictHome: a Strict Node, a loop's node block),
-// or one it prefers (preferHome: a soft Node). It is one int32, so that
-// a queue item stays small: g >= 0 must run in domain g, -1 is noHome,
-// and -2-g prefers domain g.
-type home int32
-
-// noHome is the home of a task that may run anywhere.
-const noHome home = -1
-
-// strictHome is the home of a task that must run in domain g.
-func strictHome(g int) home { return home(g) }
-
-// preferHome is the home of a task that prefers domain g.
-func preferHome(g int) home { return noHome - 1 - home(g) }
-
-// strict reports whether the task must run in its domain.
-func (h home) strict() bool { return h >= 0 }
-
-// domain is the index of the domain a task must or should run in; h is not
-// noHome.
-func (h home) domain() int {
-	if h >= 0 {
-		return int(h)
-	}
-	return int(noHome - 1 - h)
-}
-
 // sendsHome sends t home instead of running it here, and reports whether
 // it did: a task that must run on another domain (a strict home) always,
 // and one that prefers another domain if that domain keeps up,
@@ -108,10 +80,6 @@ func (w *Worker) sendsHome(t *task) bool {
 	w.seek.keepOff.hold(g.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
 	return true
 }
-
-// clock is t as the pool's clock: nanoseconds since the pool started, on
-// the monotonic clock.
-func (p *sched) clock(t time.Time) int64 { return int64(t.Sub(p.started)) }
 
 // ahead estimates how long g's workers need for the tasks queued in g:
 // its inject shard and their run queues, at the mean time of the tasks

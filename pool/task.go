@@ -281,3 +281,31 @@ func (w *Worker) call(fn func(*Worker)) {
 	fn(w)
 	returned = true
 }
+
+// home is where a task belongs: nowhere in particular (noHome), one
+// domain it must run in (strictHome: a Strict Node, a loop's node block),
+// or one it prefers (preferHome: a soft Node). It is one int32, so that
+// a queue item stays small: d >= 0 must run in domain d, -1 is noHome,
+// and -2-d prefers domain d.
+type home int32
+
+// noHome is the home of a task that may run anywhere.
+const noHome home = -1
+
+// strictHome is the home of a task that must run in domain d.
+func strictHome(d int) home { return home(d) }
+
+// preferHome is the home of a task that prefers domain d.
+func preferHome(d int) home { return noHome - 1 - home(d) }
+
+// strict reports whether the task must run in its domain.
+func (h home) strict() bool { return h >= 0 }
+
+// domain is the index of the domain a task must or should run in; h is not
+// noHome.
+func (h home) domain() int {
+	if h >= 0 {
+		return int(h)
+	}
+	return int(noHome - 1 - h)
+}
