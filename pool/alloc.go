@@ -87,7 +87,7 @@ func (n Node) memory() (int, error) {
 	if n.err != nil {
 		return 0, n.err
 	}
-	return place.MemoryNode(n.p.topo, n.g.node)
+	return place.MemoryNode(n.p.topo, n.d.node)
 }
 
 // ErrNodeMemory: AllocOnNode was asked for more than the node's free

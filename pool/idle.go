@@ -86,8 +86,8 @@ import (
 // hand-offs each to a pool that parks between them, under -race and with
 // 4-slot queues in CI), TestIdleCPU (a parked pool costs no CPU).
 //
-// The worker states. Below, S is idle.searching, gS the worker's domain's
-// searching, U idle.unparked and gZ the domain's sleeping; each change is
+// The worker states. Below, S is idle.searching, dS the worker's domain's
+// searching, U idle.unparked and dZ the domain's sleeping; each change is
 // one atomic add, made in the order written. Parked and timed park are
 // one state: a worker that keeps off a node (keepOff) parks timed, and
 // Worker.sleep also wakes it when the first keep-off ends.
@@ -112,24 +112,24 @@ import (
 //	(1)  next finds a task of its own (LIFO slot, run queue, the node's
 //	     shards): no counter changes.
 //	(2)  next finds nothing and tryStartSearching admits the worker: S+1,
-//	     then gS+1; it looks at the other workers and the shards (search).
+//	     then dS+1; it looks at the other workers and the shards (search).
 //	(3)  next finds nothing and tryStartSearching refuses (half the
-//	     workers search): toParked without a search, gZ+1 then U-1; if S
+//	     workers search): toParked without a search, dZ+1 then U-1; if S
 //	     is then 0 it re-checks every queue (wakeForPending).
-//	(4)  search finds a task; run ends the search (stopSearching): gS-1,
+//	(4)  search finds a task; run ends the search (stopSearching): dS-1,
 //	     then S-1; the one that brings S to 0 wakes another (notify) if
 //	     tasks are making tasks or more work is queued.
 //	(5)  search finds nothing: spin repeats next and search for the block
-//	     time; no counter changes, the worker still counts in S and gS.
+//	     time; no counter changes, the worker still counts in S and dS.
 //	(6)  a look finds a task: as (4).
 //	(7)  the block time ends, the searcher gives way (goruntime.Crowding) or the
-//	     pool closes: toParked after a search, gZ+1, U-1, gS-1, then S-1;
+//	     pool closes: toParked after a search, dZ+1, U-1, dS-1, then S-1;
 //	     the one that brings S to 0 re-checks every queue.
 //	(8)  notify or wakeMore takes the worker that parked last off the
-//	     sleepers (unparkLocked, under idle.mu): gZ-1, S+1, gS+1, then
+//	     sleepers (unparkLocked, under idle.mu): dZ-1, S+1, dS+1, then
 //	     U+1, and sends its token: the worker wakes searching.
 //	(9)  the keep-off of a timed park ends, or Close wakes every worker to
-//	     look once more: unparkSelf, gZ-1 then U+1 (unless (8) took it
+//	     look once more: unparkSelf, dZ-1 then U+1 (unless (8) took it
 //	     first: then it wakes searching). A stale token leaves it parked.
 //	(10) the pool is drained or aborting: unparkSelf, and the worker ends.
 //
@@ -147,41 +147,41 @@ import (
 // re-check, the token) and is woken by whoever completes what it waits
 // for (the thief that ran b, the Group's last function, the future's
 // completer, the loop's last piece), which takes it off the sleepers
-// (gZ-1, U+1) without counting it as searching: it goes back to its
+// (dZ-1, U+1) without counting it as searching: it goes back to its
 // task. A search it leaves because the condition holds ends as in (4),
 // without a task. It never takes (10): a task is on its stack, and the
 // worker ends only once that task returns.
 //
-// The invariant gS <= S. notifyFrom's per-node fast path returns when
-// the task's domain has a searcher (gS != 0) without reading S. By the
+// The invariant dS <= S. notifyFrom's per-node fast path returns when
+// the task's domain has a searcher (dS != 0) without reading S. By the
 // handshake above that is safe only if S is nonzero too at that point of
 // the total order: then the worker that brings S to 0 does so after the
 // task was stored, and re-checks. The update order keeps every domain's
-// gS, and their sum, at most S at every point: S is incremented first
+// dS, and their sum, at most S at every point: S is incremented first
 // and decremented last. tryStartSearching and unparkLocked add to S
-// before gS; stopSearching and toParked take from gS before S. So a load
-// that sees gS != 0 comes before that searcher's S-1, while S > 0. What
+// before dS; stopSearching and toParked take from dS before S. So a load
+// that sees dS != 0 comes before that searcher's S-1, while S > 0. What
 // a reader can see in between, and why it is harmless:
-//   - S+1 made, gS+1 not yet (a search starting, a worker being woken):
-//     notifyFrom sees gS == 0 and reads on. With a sleeper in the domain
+//   - S+1 made, dS+1 not yet (a search starting, a worker being woken):
+//     notifyFrom sees dS == 0 and reads on. With a sleeper in the domain
 //     it may wake it, a wake-up more than needed, which only adds a
 //     searcher (rule 2); without one it returns on S != 0, and whoever
 //     brings S to 0 later re-checks.
-//   - gS-1 made, S-1 not yet (a search ending, a searcher parking): the
+//   - dS-1 made, S-1 not yet (a search ending, a searcher parking): the
 //     same two cases. The S-1 that follows comes after the task was
 //     stored, and if it brings S to 0 its maker re-checks (toParked's
 //     recheck, run's queuedAnywhere).
-//   - gS and S are two loads, and either may change between them: gS ==
+//   - dS and S are two loads, and either may change between them: dS ==
 //     0 then S == 0 leads only to the locked path, which at worst wakes a
 //     sleeper for nothing.
 //
 // The decrement order is the one the handshake cannot do without. Were S
-// taken first, a searcher A of domain g could take S from 2 to 1 while B,
+// taken first, a searcher A of domain d could take S from 2 to 1 while B,
 // of another domain, brought it to 0 and re-checked before the task was
-// stored; notify would then see A's gS == 1 and return, and A, not the
+// stored; notify would then see A's dS == 1 and return, and A, not the
 // last, would park without a re-check, leaving the task with every
 // worker asleep. The increment order keeps the invariant while a search
-// starts: a starter counts in gS only once it counts in S.
+// starts: a starter counts in dS only once it counts in S.
 type idle struct {
 	p         *sched
 	searching atomic.Int32 // workers searching
@@ -217,42 +217,42 @@ func (il *idle) init(p *sched) {
 // already do. The check and the increment are not one step, so now and
 // then one more searcher gets in: the limit is an optimisation, not an
 // invariant.
-func (il *idle) tryStartSearching(g *domain) bool {
+func (il *idle) tryStartSearching(d *domain) bool {
 	if 2*il.searching.Load() >= il.n {
 		return false
 	}
 	il.searching.Add(1)
-	g.searching.Add(1)
+	d.searching.Add(1)
 	return true
 }
 
 // stopSearching ends a search; it reports whether the caller was the last
 // searcher.
-func (il *idle) stopSearching(g *domain) bool {
-	g.searching.Add(-1)
+func (il *idle) stopSearching(d *domain) bool {
+	d.searching.Add(-1)
 	return il.searching.Add(-1) == 0
 }
 
-// notify wakes a parked worker for new work in domain g, unless a worker
-// is searching that will find it: one of g's own, or, when g has no
+// notify wakes a parked worker for new work in domain d, unless a worker
+// is searching that will find it: one of d's own, or, when d has no
 // sleeper to wake, any. A searcher of another node would take the work
-// across nodes, so it does not stop g's sleepers from being woken.
-func (il *idle) notify(g int) { il.notifyFrom(g, il.p.layout.Nearest(g)) }
+// across nodes, so it does not stop d's sleepers from being woken.
+func (il *idle) notify(d int) { il.notifyFrom(d, il.p.layout.Nearest(d)) }
 
-// notifyOwn is notify for work that only g's workers may run (pinned) or
+// notifyOwn is notify for work that only d's workers may run (pinned) or
 // should (a soft task sent home): it wakes none of another domain's, which
-// would leave the work alone and park again. If none of g's workers
+// would leave the work alone and park again. If none of d's workers
 // sleeps, they are all awake and get to it (rule 3).
-func (il *idle) notifyOwn(g int) {
-	if il.p.domains[g].sleeping.Load() != 0 {
-		il.notifyFrom(g, il.p.layout.Nearest(g)[:1]) // g itself
+func (il *idle) notifyOwn(d int) {
+	if il.p.domains[d].sleeping.Load() != 0 {
+		il.notifyFrom(d, il.p.layout.Nearest(d)[:1]) // d itself
 	}
 }
 
 // notifyFrom is notify waking a sleeper of the first of domains that has
 // one.
-func (il *idle) notifyFrom(g int, domains []int) {
-	grp := il.p.domains[g]
+func (il *idle) notifyFrom(d int, domains []int) {
+	grp := il.p.domains[d]
 	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n {
 		return
 	}
@@ -261,7 +261,7 @@ func (il *idle) notifyFrom(g int, domains []int) {
 	}
 	il.mu.Lock()
 	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n ||
-		(il.searching.Load() != 0 && len(il.sleepers[g]) == 0) {
+		(il.searching.Load() != 0 && len(il.sleepers[d]) == 0) {
 		il.mu.Unlock()
 		return
 	}
@@ -281,17 +281,17 @@ func (il *idle) notifyFrom(g int, domains []int) {
 	w.wake()
 }
 
-// wakeMore wakes up to n parked workers of domain g, each counted as
+// wakeMore wakes up to n parked workers of domain d, each counted as
 // searching, whatever else searches: for a loop's block queued from
 // outside, whose halves the first worker to take it offers at once. A
 // worker woken by a worker waits for a processor (its goroutine is
 // readied on the waker's, whose thread runs on), so waking the node's
 // workers from the caller starts them side by side instead of one after
 // another.
-func (il *idle) wakeMore(g, n int) {
-	for ; n > 0 && il.p.domains[g].sleeping.Load() > 0; n-- {
+func (il *idle) wakeMore(d, n int) {
+	for ; n > 0 && il.p.domains[d].sleeping.Load() > 0; n-- {
 		il.mu.Lock()
-		w := il.unparkLocked(g)
+		w := il.unparkLocked(d)
 		il.mu.Unlock()
 		if w == nil {
 			return
@@ -300,19 +300,19 @@ func (il *idle) wakeMore(g, n int) {
 	}
 }
 
-// unparkLocked takes the worker that parked last in domain g off the
+// unparkLocked takes the worker that parked last in domain d off the
 // sleepers' lists, counted as searching and unparked, and returns it for
-// the caller to wake; nil if none of g's workers sleeps. The woken worker
+// the caller to wake; nil if none of d's workers sleeps. The woken worker
 // starts out searching (Tokio does the same), so that more notifications
 // do not wake a crowd. il.mu must be held.
-func (il *idle) unparkLocked(g int) *Worker {
-	s := il.sleepers[g]
+func (il *idle) unparkLocked(d int) *Worker {
+	s := il.sleepers[d]
 	if len(s) == 0 {
 		return nil
 	}
 	w := s[len(s)-1]
-	il.sleepers[g] = s[:len(s)-1]
-	il.p.domains[g].sleeping.Add(-1)
+	il.sleepers[d] = s[:len(s)-1]
+	il.p.domains[d].sleeping.Add(-1)
 	il.unmark(w)
 	il.searchWake[w.id] = true
 	il.searching.Add(1)
@@ -435,13 +435,13 @@ func (il *idle) wakeAll() {
 // (Worker.sleep); taking their work into account like the rest would wake
 // itself for work it leaves alone, park and wake again until then.
 func (p *sched) wakeForPending(from *domain, keep *keepOff) {
-	for _, g := range p.domains {
-		// Work only g's workers may (pinned) or should (kept off) run
-		// wakes one of g's sleepers; with none asleep they are all awake
+	for _, d := range p.domains {
+		// Work only d's workers may (pinned) or should (kept off) run
+		// wakes one of d's sleepers; with none asleep they are all awake
 		// and get to it, and a worker of another node woken instead would
 		// park again at once, re-check, and wake itself, round and round.
-		if !g.pinned.IsEmpty() || keep != nil && keep.holds(g.index) && !g.inject.IsEmpty() {
-			p.idle.wakeMore(g.index, 1)
+		if !d.pinned.IsEmpty() || keep != nil && keep.holds(d.index) && !d.inject.IsEmpty() {
+			p.idle.wakeMore(d.index, 1)
 		}
 	}
 	if p.stealableWork(keep) {
@@ -452,8 +452,8 @@ func (p *sched) wakeForPending(from *domain, keep *keepOff) {
 // stealableWork reports whether a task that any worker may take is
 // queued somewhere, outside the domains keep holds if it is not nil.
 func (p *sched) stealableWork(keep *keepOff) bool {
-	for _, g := range p.domains {
-		if !g.inject.IsEmpty() && (keep == nil || !keep.holds(g.index)) {
+	for _, d := range p.domains {
+		if !d.inject.IsEmpty() && (keep == nil || !keep.holds(d.index)) {
 			return true
 		}
 	}

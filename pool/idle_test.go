@@ -27,7 +27,7 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // into their receives: nothing wakes them but a token
-	g := p.domains[0]
+	d := p.domains[0]
 
 	// Both are counted awake and searching; no token is sent, so their
 	// goroutines stay asleep and only the test moves the protocol.
@@ -37,8 +37,8 @@ func TestParkingWithoutSearchRechecks(t *testing.T) {
 	if searcher == nil || refused == nil {
 		t.Fatal("expected two sleepers in the pool's one group")
 	}
-	id.stopSearching(g) // refused: it was never admitted
-	if !id.stopSearching(g) {
+	id.stopSearching(d) // refused: it was never admitted
+	if !id.stopSearching(d) {
 		t.Fatal("the searcher should be the last one")
 	}
 	// The searcher found a task and runs it; another is stored meanwhile:

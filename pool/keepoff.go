@@ -12,12 +12,12 @@ type keepOff struct {
 	now   time.Time   // the clock at the current search's look; zero if nothing is held
 }
 
-// hold keeps the worker off domain g (of n) until the given time.
-func (k *keepOff) hold(g, n int, until time.Time) {
+// hold keeps the worker off domain d (of n) until the given time.
+func (k *keepOff) hold(d, n int, until time.Time) {
 	if k.until == nil {
 		k.until = make([]time.Time, n)
 	}
-	k.until[g] = until
+	k.until[d] = until
 	if until.After(k.last) {
 		k.last = until
 	}
@@ -52,5 +52,5 @@ func (k *keepOff) next(now time.Time) time.Time {
 	return first
 }
 
-// holds reports whether domain g is held as of the last look.
-func (k *keepOff) holds(g int) bool { return !k.now.IsZero() && k.now.Before(k.until[g]) }
+// holds reports whether domain d is held as of the last look.
+func (k *keepOff) holds(d int) bool { return !k.now.IsZero() && k.now.Before(k.until[d]) }

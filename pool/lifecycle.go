@@ -355,9 +355,9 @@ func plural(n int, noun string) string {
 // then the state says so, then every worker looks again.
 func (p *sched) beginClose() {
 	p.closeOnce.Do(func() {
-		for _, g := range p.domains {
-			g.inject.Close()
-			g.pinned.Close()
+		for _, d := range p.domains {
+			d.inject.Close()
+			d.pinned.Close()
 		}
 		p.state.CompareAndSwap(running, closing) // after the shards: see above
 		close(p.intake)
@@ -445,8 +445,8 @@ func (p *sched) drainIfQuiet(from *domain) {
 // queuedAnywhere reports whether any queue, LIFO slot or join slot holds
 // a task.
 func (p *sched) queuedAnywhere() bool {
-	for _, g := range p.domains {
-		if !g.pinned.IsEmpty() {
+	for _, d := range p.domains {
+		if !d.pinned.IsEmpty() {
 			return true
 		}
 	}
@@ -482,8 +482,8 @@ func (p *sched) workerEnded() {
 			left++
 		}
 	}
-	for _, g := range p.domains {
-		left += g.queued()
+	for _, d := range p.domains {
+		left += d.queued()
 	}
 	p.abandoned.Add(int64(left))
 	p.claim.Release()
@@ -522,8 +522,8 @@ func (p *sched) drop(t *task, count bool) {
 // time, counting them a segment at a time if count.
 func (p *sched) dropShards(count bool) {
 	batch := make([]item, 0, 256)
-	for _, g := range p.domains {
-		for _, q := range []*queue.InjectShard[item]{g.inject, g.pinned} {
+	for _, d := range p.domains {
+		for _, q := range []*queue.InjectShard[item]{d.inject, d.pinned} {
 			for {
 				batch = q.PopN(batch[:0], cap(batch))
 				if len(batch) == 0 {

@@ -64,20 +64,20 @@ func (p *sched) split(n int) []NodeBlock {
 	n = max(n, 0) // a loop over n <= 0 runs nothing
 	out := make([]NodeBlock, 0, len(p.domains))
 	var total uint64
-	for _, g := range p.domains {
-		total += g.capacity
+	for _, d := range p.domains {
+		total += d.capacity
 	}
 	var done uint64
 	lo := 0
-	for _, g := range p.domains {
-		done += g.capacity
+	for _, d := range p.domains {
+		done += d.capacity
 		// n * done in 128 bits: it does not fit in 64 when n is near
 		// math.MaxInt. The quotient fits: n < 1<<64 makes the high word
 		// less than done, so less than total (Div64's condition), and
 		// done <= total makes the result at most n.
 		prodHi, prodLo := bits.Mul64(uint64(n), done)
 		hi, _ := bits.Div64(prodHi, prodLo, total)
-		out = append(out, NodeBlock{Node: g.node.ID, Lo: lo, Hi: int(hi)})
+		out = append(out, NodeBlock{Node: d.node.ID, Lo: lo, Hi: int(hi)})
 		lo = int(hi)
 	}
 	return out
@@ -181,23 +181,23 @@ func (pc *piece) drop(cause error) {
 func (pc *piece) run(w *Worker) {
 	s, lo, hi, home := pc.s, pc.lo, pc.hi, pc.node
 	if w.domain.index != home && !s.stopped() {
-		g := w.pool.domains[home]
+		d := w.pool.domains[home]
 		if !w.pool.cfg.crossLoops {
 			// Every piece stays on its node: pinned, no one else takes it.
-			w.sendHome(g, s.piece(lo, hi, home, pc.offered, true), true)
+			w.sendHome(d, s.piece(lo, hi, home, pc.offered, true), true)
 			w.seek.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter))
 			return
 		}
 		if since := time.Since(pc.offered); since < crossNodeAfter {
 			// Fresh work of a busy node: leave it to that node, and
 			// leave the node alone until the piece may be helped with.
-			w.sendHome(g, s.piece(lo, hi, home, pc.offered, false), true)
+			w.sendHome(d, s.piece(lo, hi, home, pc.offered, false), true)
 			w.seek.keepOff.hold(home, len(w.pool.domains), time.Now().Add(crossNodeAfter-since))
 			return
 		}
 		if hi-lo > s.grain {
-			// Take one bite; the rest goes home as new work of g's.
-			w.spawnTo(g, s.piece(lo, hi-s.grain, home, pc.offered, false))
+			// Take one bite; the rest goes home as new work of d's.
+			w.spawnTo(d, s.piece(lo, hi-s.grain, home, pc.offered, false))
 			lo = hi - s.grain
 		}
 	}
@@ -278,24 +278,24 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		if b.Hi == b.Lo {
 			continue
 		}
-		g := p.domains[i]
+		d := p.domains[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		s.start(w, g, s.piece(b.Lo, b.Hi, g.index, time.Now(), true), b.Hi-b.Lo)
+		s.start(w, d, s.piece(b.Lo, b.Hi, d.index, time.Now(), true), b.Hi-b.Lo)
 		if w == nil {
 			// The block splits at once: wake the node's other workers
 			// from here.
-			p.idle.wakeMore(g.index, min(len(g.workers), (b.Hi-b.Lo)/grain)-1)
+			p.idle.wakeMore(d.index, min(len(d.workers), (b.Hi-b.Lo)/grain)-1)
 		}
 	}
 	return s.wait(w)
 }
 
-// start queues t, the loop's work for domain g worth k of remaining, in
-// g's pinned shard: from w, the calling worker, or from outside the pool.
+// start queues t, the loop's work for domain d worth k of remaining, in
+// d's pinned shard: from w, the calling worker, or from outside the pool.
 // Refused (the pool closed), it counts as failed and finished.
-func (s *forState) start(w *Worker, g *domain, t *task, k int) {
-	if err := s.pool.enqueue(s.ctx, w, g, t.item(), inLIFO, noRoom); err != nil {
+func (s *forState) start(w *Worker, d *domain, t *task, k int) {
+	if err := s.pool.enqueue(s.ctx, w, d, t.item(), inLIFO, noRoom); err != nil {
 		s.fail(err)
 		s.finish(k)
 	}

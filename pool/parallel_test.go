@@ -156,13 +156,13 @@ func TestSplitNearMaxInt(t *testing.T) {
 					size := max(n, 0) // ParallelFor over n <= 0 runs nothing
 					lo, done := 0, 0
 					for i, b := range blocks {
-						g := p.domains[i]
-						done += len(g.workers)
+						d := p.domains[i]
+						done += len(d.workers)
 						want := new(big.Int).Mul(big.NewInt(int64(size)), big.NewInt(int64(done)))
 						want.Quo(want, total)
-						if b.Node != g.node.ID || b.Lo != lo || b.Hi < b.Lo || b.Hi > size || int64(b.Hi) != want.Int64() {
+						if b.Node != d.node.ID || b.Lo != lo || b.Hi < b.Lo || b.Hi > size || int64(b.Hi) != want.Int64() {
 							t.Fatalf("Split(%d) = %v: block %d is %+v, want {Node %d, Lo %d, Hi %d}",
-								n, blocks, i, b, g.node.ID, lo, want)
+								n, blocks, i, b, d.node.ID, lo, want)
 						}
 						lo = b.Hi
 					}
@@ -516,8 +516,8 @@ func TestParallelForSplitIsStable(t *testing.T) {
 		sizes[i] = b.Hi - b.Lo
 	}
 	var want []int
-	for _, g := range p.domains {
-		want = append(want, 1000*len(g.workers)/4)
+	for _, d := range p.domains {
+		want = append(want, 1000*len(d.workers)/4)
 	}
 	if !slices.Equal(sizes, want) || first[0].Lo != 0 || first[2].Hi != 1000 || slices.Max(want) != 500 {
 		t.Fatalf("split %v: sizes %v, want %v", first, sizes, want)

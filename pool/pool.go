@@ -149,22 +149,22 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
 	var nodeWorkers [][]int
 	for gi, gp := range pl.Nodes {
-		g := &domain{index: gi, node: gp.Node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.Dist}
-		g.inject.SampleEvery(sampleEvery, p.stamped)
-		g.pinned.SampleEvery(sampleEvery, p.stamped)
+		d := &domain{index: gi, node: gp.Node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.Dist}
+		d.inject.SampleEvery(sampleEvery, p.stamped)
+		d.pinned.SampleEvery(sampleEvery, p.stamped)
 		if cfg.shardBound > 0 {
-			g.places = make(chan struct{}, cfg.shardBound)
+			d.places = make(chan struct{}, cfg.shardBound)
 		}
 		var ids []int
 		for _, cpu := range gp.CPUs {
-			w := newWorker(p, g, len(p.workers), cpu, p.placer.Thread(len(p.workers)))
-			g.workers = append(g.workers, w)
-			g.capacity += place.Capacity(pl.Topo, cpu)
+			w := newWorker(p, d, len(p.workers), cpu, p.placer.Thread(len(p.workers)))
+			d.workers = append(d.workers, w)
+			d.capacity += place.Capacity(pl.Topo, cpu)
 			ids = append(ids, w.id)
 			p.workers = append(p.workers, w)
 		}
 		nodeWorkers = append(nodeWorkers, ids)
-		p.domains = append(p.domains, g)
+		p.domains = append(p.domains, d)
 	}
 	p.layout, err = steal.NewLayout(nodeWorkers, func(a, b int) int { return p.domains[a].dist[b] })
 	if err != nil {
@@ -218,8 +218,8 @@ func (p *sched) awake(id int) bool { return p.workers[id].handle.Load() != nil }
 // hold it: one, except where synthetic nodes share OS CPUs.
 func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
 	var by [][]int
-	for _, g := range domains {
-		for _, c := range g.node.CPUs.List() {
+	for _, d := range domains {
+		for _, c := range d.node.CPUs.List() {
 			os := place.OSCPU(t, c)
 			if os < 0 {
 				continue
@@ -227,8 +227,8 @@ func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
 			for len(by) <= os {
 				by = append(by, nil)
 			}
-			if !slices.Contains(by[os], g.index) {
-				by[os] = append(by[os], g.index)
+			if !slices.Contains(by[os], d.index) {
+				by[os] = append(by[os], d.index)
 			}
 		}
 	}
@@ -239,15 +239,15 @@ func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
 // has workers, spread out (smooth weighted round robin).
 func weightedOrder(domains []*domain) []int {
 	total := 0
-	for _, g := range domains {
-		total += len(g.workers)
+	for _, d := range domains {
+		total += len(d.workers)
 	}
 	cur := make([]int, len(domains))
 	order := make([]int, 0, total)
 	for range total {
 		best := 0
-		for i, g := range domains {
-			cur[i] += len(g.workers)
+		for i, d := range domains {
+			cur[i] += len(d.workers)
 			if cur[i] > cur[best] {
 				best = i
 			}
@@ -273,8 +273,8 @@ func (p *Pool) Nodes() []int {
 
 func (p *sched) nodes() []int {
 	out := make([]int, len(p.domains))
-	for i, g := range p.domains {
-		out[i] = g.node.ID
+	for i, d := range p.domains {
+		out[i] = d.node.ID
 	}
 	return out
 }

@@ -57,31 +57,31 @@ const softLookEvery = softPatience / 4
 // and one that prefers another domain if that domain keeps up,
 // keeping w off the domain meanwhile.
 func (w *Worker) sendsHome(t *task) bool {
-	g := w.pool.domains[t.home.domain()]
-	if g == w.domain {
+	d := w.pool.domains[t.home.domain()]
+	if d == w.domain {
 		return false
 	}
 	if t.home.strict() {
-		w.sendHome(g, t, false)
+		w.sendHome(d, t, false)
 		return true
 	}
 	now := time.Now()
-	quiet := time.Duration(w.pool.clock(now) - g.busyAt.Load())
+	quiet := time.Duration(w.pool.clock(now) - d.busyAt.Load())
 	if quiet >= softPatience {
 		return false // the node lags: help it
 	}
-	if g.ahead() >= softBacklog {
+	if d.ahead() >= softBacklog {
 		return false // a backlog: help it
 	}
-	w.sendHome(g, t, false)
+	w.sendHome(d, t, false)
 	// Look again when the node may have been quiet for the patience, or
 	// sooner: its backlog may outgrow it (more work, or its tasks turn out
 	// longer than the last mean said).
-	w.seek.keepOff.hold(g.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
+	w.seek.keepOff.hold(d.index, len(w.pool.domains), now.Add(min(softPatience-quiet, softLookEvery)))
 	return true
 }
 
-// ahead estimates how long g's workers need for the tasks queued in g:
+// ahead estimates how long d's workers need for the tasks queued in d:
 // its inject shard and their run queues, at the mean time of the tasks
 // one of them ran last.
 func (d *domain) ahead() time.Duration {

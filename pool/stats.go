@@ -210,30 +210,30 @@ type Stats struct {
 // after Close they are exact. Queued and BusyWorkers are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
-	for _, g := range p.domains {
-		ns := NodeStats{Node: g.node.ID, Workers: len(g.workers), Tasks: Tasks{Queued: g.queued()}}
-		for _, w := range g.workers {
+	for _, d := range p.domains {
+		ns := NodeStats{Node: d.node.ID, Workers: len(d.workers), Tasks: Tasks{Queued: d.queued()}}
+		for _, w := range d.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: g.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
+			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 			addTo(&ns.QueueWait, &w.obs.pubLat.Wait)
 			addTo(&ns.RunTime, &w.obs.pubLat.Run)
 		}
-		ns.Submitted = g.inject.Pushed() + g.pinned.Pushed() + ns.Spawned
+		ns.Submitted = d.inject.Pushed() + d.pinned.Pushed() + ns.Spawned
 		switch p.state.Load() {
 		case drained: // no task runs: the workers are ending
 		case aborting:
 			// A Shutdown gave up: the busy workers are those in a task.
 			// (Ended ones have left the parked set, so the counts below
 			// would count them as busy.)
-			for _, w := range g.workers {
+			for _, w := range d.workers {
 				if p.inTask(w) {
 					ns.BusyWorkers++
 				}
 			}
 		default:
-			ns.BusyWorkers = max(0, len(g.workers)-int(g.sleeping.Load())-int(g.searching.Load()))
+			ns.BusyWorkers = max(0, len(d.workers)-int(d.sleeping.Load())-int(d.searching.Load()))
 		}
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)

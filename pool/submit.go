@@ -59,7 +59,7 @@ func (p *Pool) TrySubmit(fn func(*Worker)) error {
 // A Node is a small value; make one per call or keep it.
 type Node struct {
 	p      *Pool   // held, so that a kept Node keeps its pool open
-	g      *domain // nil for an unknown node
+	d      *domain // nil for an unknown node
 	id     int     // the OS ID it was made for
 	strict bool
 	err    error
@@ -70,8 +70,8 @@ type Node struct {
 // w.Pool().Node(id).
 func (p *Pool) Node(id int) Node {
 	mustPool(p, "Node")
-	g, err := p.domainOf(id)
-	return Node{p: p, g: g, id: id, err: err}
+	d, err := p.domainOf(id)
+	return Node{p: p, d: d, id: id, err: err}
 }
 
 // Strict returns the node with the preference made hard: work sent to it
@@ -110,25 +110,25 @@ func (n Node) submit(ctx context.Context, fn func(*Worker), r room) error {
 	if n.err != nil {
 		return n.err
 	}
-	return n.p.submit(ctx, n.g, fn, n.taskHome(), r)
+	return n.p.submit(ctx, n.d, fn, n.taskHome(), r)
 }
 
 // home is the task's home for the node: its domain if strict, else a
 // preference for it when the pool has other nodes.
 func (n Node) taskHome() home {
 	if n.strict {
-		return strictHome(n.g.index)
+		return strictHome(n.d.index)
 	}
 	if len(n.p.domains) > 1 {
-		return preferHome(n.g.index)
+		return preferHome(n.d.index)
 	}
 	return noHome
 }
 
 func (p *sched) domainOf(node int) (*domain, error) {
-	for _, g := range p.domains {
-		if g.node.ID == node {
-			return g, nil
+	for _, d := range p.domains {
+		if d.node.ID == node {
+			return d, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %d (the pool's nodes: %v)", ErrUnknownNode, node, p.nodes())
@@ -158,22 +158,22 @@ func (p *sched) nextDomain() *domain {
 	if len(p.domains) == 1 {
 		return p.domains[0]
 	}
-	g := p.domains[p.order[p.rr.Add(1)%uint64(len(p.order))]]
-	if int(g.sleeping.Load()) < len(g.workers) {
-		return g
+	d := p.domains[p.order[p.rr.Add(1)%uint64(len(p.order))]]
+	if int(d.sleeping.Load()) < len(d.workers) {
+		return d
 	}
 	if p.idle.searching.Load() == 0 {
 		if h := p.callerDomain(); h != nil {
 			return h
 		}
-		return g
+		return d
 	}
 	for _, o := range p.domains {
 		if o.searching.Load() > 0 && o.inject.IsEmpty() {
 			return o
 		}
 	}
-	return g
+	return d
 }
 
 // callerDomain returns a domain with a sleeper whose CPUs hold the one
@@ -202,9 +202,9 @@ func (p *sched) callerDomain() *domain {
 	return first
 }
 
-// submit queues fn for domain g (nil: any node) with the given home,
+// submit queues fn for domain d (nil: any node) with the given home,
 // from outside the pool or from one of its tasks (see Pool.Submit).
-func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home home, r room) error {
+func (p *sched) submit(ctx context.Context, d *domain, fn func(*Worker), home home, r room) error {
 	if fn == nil {
 		panic("pool: Submit of a nil function")
 	}
@@ -221,7 +221,7 @@ func (p *sched) submit(ctx context.Context, g *domain, fn func(*Worker), home ho
 		}
 		it.t.labels = s
 	}
-	return p.enqueue(ctx, w, g, it, inLIFO, r)
+	return p.enqueue(ctx, w, d, it, inLIFO, r)
 }
 
 // room is what work queued from outside does about its node's bound
@@ -234,62 +234,62 @@ const (
 	noRoom               // take none: a loop's node blocks, which the caller waits for anyway
 )
 
-// enqueue is the one way work enters the pool: item it, for domain g
+// enqueue is the one way work enters the pool: item it, for domain d
 // (nil: none asked for), from w, the worker whose task calls (nil: from
 // outside the pool).
 //
-// From a task, the work goes to w itself when g is nil (at says where:
-// its LIFO slot, as Spawn, or the back of its queue), else to g's shard;
+// From a task, the work goes to w itself when d is nil (at says where:
+// its LIFO slot, as Spawn, or the back of its queue), else to d's shard;
 // the bound does not apply, since only the pool's workers make room and w
 // is one of them, and a task still running when intake closes may still
 // queue work, since Close waits for what it starts.
 //
-// From outside, it goes to g's shard for its home (g nil: nextDomain
+// From outside, it goes to d's shard for its home (d nil: nextDomain
 // picks), taking a place under the bound as r says, and wakes a worker
 // for it; once intake has closed it is refused with ErrClosed.
-func (p *sched) enqueue(ctx context.Context, w *Worker, g *domain, it item, at where, r room) error {
+func (p *sched) enqueue(ctx context.Context, w *Worker, d *domain, it item, at where, r room) error {
 	if w != nil {
-		w.enqueue(g, it, at)
+		w.enqueue(d, it, at)
 		return nil
 	}
-	return p.push(ctx, g, it, r)
+	return p.push(ctx, d, it, r)
 }
 
 // enqueue is the pool's enqueue from the task running on w.
-func (w *Worker) enqueue(g *domain, it item, at where) {
+func (w *Worker) enqueue(d *domain, it item, at where) {
 	t := it.t
 	if t == nil {
 		t = w.newTask(it.fn, it.home)
 	}
-	if g == nil {
+	if d == nil {
 		w.spawn(t, at)
 	} else {
-		w.spawnTo(g, t)
+		w.spawnTo(d, t)
 	}
 }
 
-// push is the pool's enqueue from outside: it queues it in g's shard (g
+// push is the pool's enqueue from outside: it queues it in d's shard (d
 // nil: nextDomain picks) after taking a place under the bound as r says,
 // and fails with ErrClosed once intake has closed. A task that holds a
 // place is queued as its record, which carries the place, and so is one
 // sampled for the histograms, which carries its submit time.
-func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
+func (p *sched) push(ctx context.Context, d *domain, it item, r room) error {
 	if p.state.Load() != running {
 		return ErrClosed // a fast path: the shard's Push decides
 	}
-	if g == nil {
-		g = p.nextDomain()
+	if d == nil {
+		d = p.nextDomain()
 	}
-	if g.places != nil && r != noRoom {
+	if d.places != nil && r != noRoom {
 		select {
-		case g.places <- struct{}{}:
+		case d.places <- struct{}{}:
 		default:
 			if r == tryRoom {
 				return ErrFull
 			}
 			ctx = orBackground(ctx)
 			select {
-			case g.places <- struct{}{}:
+			case d.places <- struct{}{}:
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-p.intake:
@@ -297,23 +297,23 @@ func (p *sched) push(ctx context.Context, g *domain, it item, r room) error {
 			}
 		}
 		it = it.recorded()
-		it.t.placeIn = g
+		it.t.placeIn = d
 	}
-	if err := g.shardOf(it.home).Push(it); err != nil {
+	if err := d.shardOf(it.home).Push(it); err != nil {
 		if it.t != nil {
 			it.t.release()
 		}
 		return ErrClosed
 	}
 	if it.home.strict() {
-		p.idle.notifyOwn(g.index)
+		p.idle.notifyOwn(d.index)
 	} else {
-		p.idle.notify(g.index) // soft too: if g lags, another node helps
+		p.idle.notify(d.index) // soft too: if d lags, another node helps
 	}
 	return nil
 }
 
-// shardOf is the shard of g for a task with that home: pinned if it
+// shardOf is the shard of d for a task with that home: pinned if it
 // must stay.
 func (d *domain) shardOf(h home) *queue.InjectShard[item] {
 	if h.strict() {
@@ -322,7 +322,7 @@ func (d *domain) shardOf(h home) *queue.InjectShard[item] {
 	return d.inject
 }
 
-// queued is the number of tasks in g's shards.
+// queued is the number of tasks in d's shards.
 func (d *domain) queued() int { return d.inject.Len() + d.pinned.Len() }
 
 // queue: from one of the pool's tasks, the calling worker's LIFO slot
@@ -342,7 +342,7 @@ func (n Node) queue(t *task) error {
 		return n.err
 	}
 	t.home = n.taskHome()
-	return n.p.enqueue(context.Background(), n.p.workerOf(), n.g, t.item(), inLIFO, waitRoom)
+	return n.p.enqueue(context.Background(), n.p.workerOf(), n.d, t.item(), inLIFO, waitRoom)
 }
 
 func (n Node) poolOf() *Pool { return n.p }
@@ -395,47 +395,47 @@ func (w *Worker) spawn(t *task, at where) {
 	w.spawned(w.domain)
 }
 
-// spawnTo queues t, made by the task running on w, in domain g's shard:
-// pinned if t must stay in g. The shard's bound does not apply: only the
+// spawnTo queues t, made by the task running on w, in domain d's shard:
+// pinned if t must stay in d. The shard's bound does not apply: only the
 // pool's own workers make room, and w is one of them.
-func (w *Worker) spawnTo(g *domain, t *task) {
+func (w *Worker) spawnTo(d *domain, t *task) {
 	w.inherit(t)
 	w.sample(t)
 	w.c.Spawned++
-	w.queueIn(g, t)
+	w.queueIn(d, t)
 }
 
-// spawned counts a task w made for domain g's workers and wakes one of
+// spawned counts a task w made for domain d's workers and wakes one of
 // them if nobody searches.
-func (w *Worker) spawned(g *domain) {
+func (w *Worker) spawned(d *domain) {
 	w.c.Spawned++
-	w.pool.idle.notify(g.index)
+	w.pool.idle.notify(d.index)
 }
 
-// sendHome queues t, which must or should run in domain g, in g's shard
-// and wakes a worker of g: a strict task that w got, or a soft one whose
+// sendHome queues t, which must or should run in domain d, in d's shard
+// and wakes a worker of d: a strict task that w got, or a soft one whose
 // node keeps up (remade false), or the rest of a loop piece that w took
-// while g is still busy with it, remade as a new task (counted as spawned
+// while d is still busy with it, remade as a new task (counted as spawned
 // too, since the piece w took completes here).
-func (w *Worker) sendHome(g *domain, t *task, remade bool) {
+func (w *Worker) sendHome(d *domain, t *task, remade bool) {
 	if remade {
 		w.c.Spawned++
 	}
 	w.c.SentHome++
 	w.sentHome(remade)
-	w.queueIn(g, t)
+	w.queueIn(d, t)
 }
 
-// queueIn queues t, from the task running on w, in g's shard for its home
-// and wakes a worker for it: only one of g's own if t must run in g
-// (strict) or should (soft, sent home because g keeps up).
-func (w *Worker) queueIn(g *domain, t *task) {
+// queueIn queues t, from the task running on w, in d's shard for its home
+// and wakes a worker for it: only one of d's own if t must run in d
+// (strict) or should (soft, sent home because d keeps up).
+func (w *Worker) queueIn(d *domain, t *task) {
 	h := t.home // itemOf may give t back for reuse
-	g.shardOf(h).Requeue(w.itemOf(t))
+	d.shardOf(h).Requeue(w.itemOf(t))
 	if h != noHome {
-		w.pool.idle.notifyOwn(g.index)
+		w.pool.idle.notifyOwn(d.index)
 	} else {
-		w.pool.idle.notify(g.index)
+		w.pool.idle.notify(d.index)
 	}
 }
 

@@ -745,8 +745,8 @@ func TestOutsideWorkWakesTheCallersNode(t *testing.T) {
 	p := newTestPool(t, WithSpec("2x1"))
 	defer p.Close()
 	asleep := func() bool {
-		for _, g := range p.domains {
-			if int(g.sleeping.Load()) < len(g.workers) {
+		for _, d := range p.domains {
+			if int(d.sleeping.Load()) < len(d.workers) {
 				return false
 			}
 		}
@@ -755,11 +755,11 @@ func TestOutsideWorkWakesTheCallersNode(t *testing.T) {
 	const calls = 20
 	wrong := 0
 	for i := range calls {
-		g := p.domains[i%2]
-		os := g.workers[0].th.Bound()
+		d := p.domains[i%2]
+		os := d.workers[0].th.Bound()
 		th, err := pin.Lock(os)
 		if err != nil {
-			t.Skipf("cannot bind the caller to node %d's CPUs %s: %v", g.node.ID, os, err)
+			t.Skipf("cannot bind the caller to node %d's CPUs %s: %v", d.node.ID, os, err)
 		}
 		if !eventually(5*time.Second, asleep) {
 			t.Fatal("the pool's workers did not all park within 5 s")
@@ -771,9 +771,9 @@ func TestOutsideWorkWakesTheCallersNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if node != g.node.ID {
+		if node != d.node.ID {
 			wrong++
-			t.Logf("call %d, from OS CPUs %s (node %d), ran on node %d", i, os, g.node.ID, node)
+			t.Logf("call %d, from OS CPUs %s (node %d), ran on node %d", i, os, d.node.ID, node)
 		}
 	}
 	if wrong > 0 {

@@ -95,14 +95,14 @@ type fairness struct {
 	clockOn   bool
 }
 
-func newWorker(p *sched, g *domain, id, cpu int, th *place.Thread) *Worker {
+func newWorker(p *sched, d *domain, id, cpu int, th *place.Thread) *Worker {
 	l, s := queue.New[item]()
 	interval := initialInterval
 	if p.cfg.interval > 0 {
 		interval = p.cfg.interval
 	}
 	w := &Worker{
-		pool: p, domain: g, id: id, cpu: cpu, local: l, stealer: s, th: th,
+		pool: p, domain: d, id: id, cpu: cpu, local: l, stealer: s, th: th,
 		wakeCh: make(chan struct{}, 1),
 		seek:   seekState{rng: steal.NewRand(uint64(id) + 1)},
 		fair:   fairness{interval: uint32(interval)},
@@ -314,31 +314,31 @@ func (w *Worker) fromPinned() item {
 	return it.taken()
 }
 
-// fromShard takes tasks from domain g's shard into the local queue and
+// fromShard takes tasks from domain d's shard into the local queue and
 // returns the first: n of them, or with n == 0 a fair share,
 // min(len/workers + 1, free/2). They go as the shard held them: a plain
 // task as its function, run without a record.
-func (w *Worker) fromShard(g *domain, n int) item {
-	if g.inject.IsEmpty() {
+func (w *Worker) fromShard(d *domain, n int) item {
+	if d.inject.IsEmpty() {
 		return item{}
 	}
 	if n == 0 {
-		share := len(g.workers) // the node's workers split its shard
-		if g != w.domain {
+		share := len(d.workers) // the node's workers split its shard
+		if d != w.domain {
 			share++ // a helper from another node counts as one more of them
 		}
-		n = min(g.inject.Len()/share+1, w.local.Free()/2)
+		n = min(d.inject.Len()/share+1, w.local.Free()/2)
 	}
-	items := g.inject.PopN(w.seek.items[:0], max(n, 1))
+	items := d.inject.PopN(w.seek.items[:0], max(n, 1))
 	if len(items) == 0 {
 		return item{}
 	}
-	if g == w.domain {
+	if d == w.domain {
 		w.c.InjectPulls++
 	} else {
 		w.stoleCross(uint64(len(items)), true)
 		if trace.IsEnabled() {
-			w.traceCross(g, uint64(len(items)), true)
+			w.traceCross(d, uint64(len(items)), true)
 		}
 	}
 	for i := range items {
@@ -387,15 +387,15 @@ func (w *Worker) search() item {
 	return item{}
 }
 
-// leavesAlone reports whether the worker leaves another domain g's queues
-// alone in this search: it keeps off g for a while (keepOff), or g has a
-// searcher of its own, which will find g's work. Such a searcher is often
+// leavesAlone reports whether the worker leaves another domain d's queues
+// alone in this search: it keeps off d for a while (keepOff), or d has a
+// searcher of its own, which will find d's work. Such a searcher is often
 // a worker just woken for that work, whose goroutine waits for a
 // processor or whose thread waits for its CPU: a thief that took the work
 // meanwhile would run it off its node (TestSoftLocalityOutsideSubmitter
 // counts such tasks).
-func (w *Worker) leavesAlone(g int) bool {
-	return w.seek.keepOff.holds(g) || w.pool.domains[g].searching.Load() > 0
+func (w *Worker) leavesAlone(d int) bool {
+	return w.seek.keepOff.holds(d) || w.pool.domains[d].searching.Load() > 0
 }
 
 func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
