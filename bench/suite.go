@@ -131,12 +131,11 @@ func Run(cfg Config) ([]Result, error) {
 }
 
 // runReps starts c, warms it up on wl at the repetitions' size unless
-// cfg.Alone, runs repetitions first to last and stops c. A smaller
-// warm-up leaves a pool short of what a full-size run needs: a million
-// spawned tasks grow a node's shard by about 20 MB of segments, and a
-// pool warmed on a quarter of them allocated those during the run and
-// spent 55-75 ns per task on spawn-local instead of 33-43 (a new pool's
-// first such run: 50-58 ns, against 30-37 after it).
+// cfg.Alone, runs repetitions first to last and stops c. The warm-up is
+// the repetitions' size because a smaller one leaves a pool short of
+// what a full-size run needs: a million spawned tasks grow a node's
+// shard by about 20 MB of segments, which a pool warmed on fewer would
+// allocate during the measured run.
 func runReps(wl Workload, c Contender, cfg Config, first, last int) ([]Result, error) {
 	r, err := start(c)
 	if err != nil {
