@@ -12,9 +12,9 @@ import (
 //
 //  1. At most half the workers search at once (tryStartSearching). A
 //     searcher that finds work and was the last one searching wakes
-//     another, if tasks are making tasks (Worker.run, foundWork), so work keeps
-//     spreading. Without the limit every idle worker would spin on the
-//     same victims.
+//     another, if tasks are making tasks (Worker.run, foundWork), so
+//     work keeps spreading. Without the limit every idle worker would
+//     spin on the same victims.
 //  2. A task made available (pushed to a shard, a run queue, a LIFO or
 //     join slot) is followed by notify, which wakes a sleeper only when
 //     nobody searches that will find the task: no searcher of the
@@ -24,7 +24,8 @@ import (
 //     loop queued from outside (wakeMore): it wakes as many of the node's
 //     sleepers as its block can occupy, since the first one splits it at
 //     once. Extra wake-ups only add searchers; they never lose a task.
-//  3. A worker registers as parked (toParked) before it sleeps; if then
+//  3. A worker registers as parked (toParked) before it sleeps, and then
+//     takes one decision on whether it may sleep (beforeSleep): if
 //     nobody searches, it looks at every queue once more (wakeForPending)
 //     and wakes a worker for what it finds. That is the last searcher,
 //     or a worker refused a search (rule 1) whose searchers have all
@@ -55,7 +56,7 @@ import (
 // When either side sees a searcher instead, the searching count is not
 // yet zero in that order, and the worker that brings it to zero
 // re-checks after the task was stored: by rule 3 if it parks, and in
-// run (queuedAnywhere) if it stopped because it found a task. (A parker
+// foundWork (queuedAnywhere) if it stopped because it found a task. (A parker
 // that keeps off the task's domain wakes one of the domain's sleepers for
 // it or looks again when the keep-off ends: the task waits at most that
 // long.) A plain (non-atomic) flag on either side would break this: the
@@ -422,6 +423,31 @@ func (il *idle) takeOff(w *Worker) {
 func (il *idle) wakeAll() {
 	for _, w := range il.p.workers {
 		w.wake()
+	}
+}
+
+// beforeSleep is the one decision a worker of domain from takes, once
+// registered as parked (toParked), on whether anything is left that it
+// must not sleep through; keep is its keep-offs as of this look:
+//
+//   - the last searcher to park (recheck) looks at every queue and wakes
+//     a worker for what it finds (wakeForPending: rule 3);
+//   - otherwise others search, but a searcher of another domain never
+//     takes this domain's pinned work, and one that spins without end
+//     (Active) never parks to re-check it: this domain's sleeper count
+//     (toParked) and its pinned shard are the handshake with notifyOwn's
+//     push and look, as rule 3's are with notify's, so pinned work here
+//     wakes one of the domain's own sleepers;
+//   - the last worker to park while the pool closes (allParked) ends the
+//     pool's drain if nothing is queued anywhere (drainIfQuiet).
+func (p *sched) beforeSleep(from *domain, recheck, allParked bool, keep *keepOff) {
+	if recheck {
+		p.wakeForPending(from, keep)
+	} else if !from.pinned.IsEmpty() {
+		p.idle.wakeMore(from.index, 1)
+	}
+	if allParked && p.state.Load() == closing {
+		p.drainIfQuiet(from)
 	}
 }
 

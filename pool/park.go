@@ -29,19 +29,7 @@ func (w *Worker) park(l *latch) bool {
 	// holds ends, though it may have ended by the time it sleeps.
 	w.seek.keepOff.look()
 	wakeAt := w.seek.keepOff.next(w.seek.keepOff.now)
-	if recheck {
-		p.wakeForPending(w.domain, &w.seek.keepOff)
-	} else if !w.domain.pinned.IsEmpty() {
-		// Others search, but a searcher of another domain never takes
-		// this domain's pinned work, and one that spins without end
-		// (Active) never parks to re-check it: this domain's sleeper
-		// count (toParked) and its pinned shard are the handshake with
-		// notifyOwn's push and look, as rule 3's are with notify's.
-		p.idle.wakeMore(w.domain.index, 1)
-	}
-	if allParked && p.state.Load() == closing {
-		p.drainIfQuiet(w.domain)
-	}
+	p.beforeSleep(w.domain, recheck, allParked, &w.seek.keepOff)
 	if l != nil {
 		return w.parkWaiting(l, wakeAt)
 	}
