@@ -261,7 +261,9 @@ func (g *Group) start(w *Worker, fn func(w *Worker) error) error {
 		g.refuse(gt, err) // from outside only: a task's enqueue is never refused
 		return err
 	}
-	gt.accepted.Store(true)
+	if w == nil {
+		gt.accepted.Store(true)
+	}
 	return nil
 }
 

@@ -228,6 +228,43 @@ func TestExplainReportsFewerProcessorsThanWorkers(t *testing.T) {
 	}
 }
 
+// Counters.Replans counts re-plans a worker took up on a thread of its
+// own: workers that lock no thread (pin.Goroutines) take none up, however
+// often the machine changes, and count none; bound workers count them.
+func TestReplansCountOnlyBoundThreads(t *testing.T) {
+	all, _, _ := twoCPUs(t)
+	for _, b := range []pin.Binding{pin.Goroutines, pin.NUMADomains} {
+		t.Run(b.String(), func(t *testing.T) {
+			f := newFakeMachine(all, 2)
+			p := newTestPool(t, WithSpec("2x1"), WithBinding(b), withMachine(f, fakeWatch))
+			defer p.Close()
+			gen := p.placer.Machine().Gen
+			f.set(all, 1) // a GOMAXPROCS change: a new generation, no move
+			if !eventually(hangBound, func() bool { return p.placer.Machine().Gen > gen }) {
+				t.Fatal("the monitor made no new generation")
+			}
+			// Wake every worker: each passes a stop point (settle).
+			for range 20 {
+				if _, err := Run(p, func(*Worker) (int, error) { return 0, nil }); err != nil {
+					t.Fatal(err)
+				}
+				g := p.Group(context.Background())
+				for range 4 {
+					g.Go(func(*Worker) error { spinFor(100 * time.Microsecond); return nil })
+				}
+				_ = g.Wait()
+			}
+			got := p.Stats().Total.Replans
+			switch {
+			case !b.LocksThread() && got != 0:
+				t.Errorf("%d re-plans counted by workers that lock no thread", got)
+			case b.LocksThread() && got == 0:
+				t.Errorf("no re-plan counted by bound workers after a new generation")
+			}
+		})
+	}
+}
+
 // TestExplainReportsCPUsThatCameAfterNew: a pool made while the process
 // had one CPU keeps its plan when a second comes, and says so.
 func TestExplainReportsCPUsThatCameAfterNew(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // the new one sets its own before it runs a task, so no goroutine that the
 // runtime later gives the ended one's g is taken for the worker.
 //
-// Cost: on amd64 and arm64 the check reads the g register (gid_*.s), about
+// Cost: on amd64 and arm64 the check reads the g register (internal/goruntime), about
 // as much as a function call, and runs in every build. Elsewhere it parses
 // runtime.Stack and runs only in race-enabled builds.
 type ownerID struct {

@@ -8,11 +8,12 @@ import (
 	"github.com/numapool/numapool/queue"
 )
 
-// Submission: how work enters the pool's queues. From outside, Submit
-// and a Node's Submit push to a node's shard (push), under the bound if
-// there is one. From a task, every kind of work the task makes goes
-// through spawn (into its own worker's queues) or spawnTo (into a
-// domain's shard); a task that must run in another domain goes there
+// Submission: how work enters the pool's queues. Every submission, a
+// Group's functions and a loop's node blocks enter one way (enqueue),
+// which sees where the call comes from: from outside, to a node's shard
+// (push), under the bound if there is one; from a task, through spawn
+// (into its own worker's queues) or spawnTo (into a domain's shard),
+// past the bound. A task that must run in another domain goes there
 // through sendHome. Each counts the task and wakes a worker for it when
 // nobody searches (idle.notify), so no path forgets either.
 

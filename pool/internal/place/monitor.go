@@ -47,8 +47,8 @@ import (
 //     one that found the mask, which may have been that change under way.
 //
 // Every mask the pool sets on a worker's thread is taken under the
-// worker's masking flag and recorded (placement.set), so that the look
-// can tell the pool's own masks from those of others (Thread.set).
+// worker's masking flag and recorded (Thread.set), so that the look
+// can tell the pool's own masks from those of others.
 
 // DefaultWatch is the monitor's interval unless WithMachineWatch
 // or NUMAPOOL_MACHINE_WATCH sets another: about as often as Go's own
@@ -85,7 +85,7 @@ func (r *Reader) Read() Reading {
 }
 
 // Machine is a pool's view of the machine, replaced whole on each
-// change (sched.machine).
+// change (Placer.machine).
 type Machine struct {
 	Gen  uint64 // 0 for the one New read; one more for each change
 	Read Reading

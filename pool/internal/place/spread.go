@@ -24,7 +24,7 @@ import (
 //   - the waker reads its own CPU as it aims and reports it first: a
 //     worker in a long recursion of Forks runs few tasks, and its last
 //     report may name a CPU it has left;
-//   - the woken worker, and every worker every spreadEvery tasks, reads
+//   - the woken worker, and every worker every SpreadEvery tasks, reads
 //     its CPU (Spread); it widens its mask to the whole node again if it
 //     was aimed (which leaves it where it is), and if another awake worker
 //     of its node last reported the same CPU, the one with the higher ID

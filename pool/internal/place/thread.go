@@ -14,7 +14,7 @@ import (
 // places the worker, the thread the worker's goroutine is locked to, the
 // mask the pool last set on it and why, and the CPU it last found itself
 // on. The worker's goroutine owns it (Bind, End, Desert, KeepThread,
-// Follow, Spread, SetMask); wakers (Aim), the monitor (Placer.Observe),
+// Follow, Spread, SetMask); wakers (Aim), the monitor (Placer.observe),
 // Stats and Explain (TID, Bound, Now, Report) may call the rest from any
 // goroutine.
 //
@@ -201,8 +201,9 @@ func (t *Thread) KeepThread() (relocked bool, err error) {
 
 // Follow is the worker's look at the machine's generation at a stop
 // point: a new one re-binds its thread to its placement, if the
-// monitor's re-bind by thread ID missed it. It reports whether the
-// generation was new. Owner only.
+// monitor's re-bind by thread ID missed it. It reports whether it took up
+// a new generation on a thread of its own (a worker that locks no thread
+// has none to take up). Owner only.
 func (t *Thread) Follow() bool {
 	st := t.pl.machine.Load()
 	if st.Gen == t.gen {
@@ -210,7 +211,7 @@ func (t *Thread) Follow() bool {
 	}
 	t.gen = st.Gen
 	if t.thread == nil {
-		return true
+		return false
 	}
 	t.lockMask()
 	if to := t.placed(); !to.IsEmpty() && !to.Equal(t.set) && t.ownsMask(0) && t.thread.Set(to) == nil {
