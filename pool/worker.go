@@ -158,8 +158,16 @@ func (w *Worker) main(placed chan<- error) {
 	} else {
 		w.pool.byG.move(w, 0, w.owner.g.Load())
 	}
-	w.hold()
-	w.loop()
+	if placed != nil && w.pool.startsParked() {
+		// Started by New registered as parked (idle.init): it sleeps
+		// until the first work or Close wakes it.
+		if w.sleepParked(time.Time{}) {
+			w.loop()
+		}
+	} else {
+		w.hold()
+		w.loop()
+	}
 	ended = true
 	w.end()
 }
