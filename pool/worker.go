@@ -106,7 +106,7 @@ func newWorker(p *sched, d *domain, id, cpu int, th *place.Thread) *Worker {
 		wakeCh: make(chan struct{}, 1),
 		seek:   seekState{rng: steal.NewRand(uint64(id) + 1)},
 		fair:   fairness{interval: uint32(interval)},
-		recs:   recycler{free: make([]*task, 0, 2*freeBatch), forks: records{max: maxForkRecords}, args: records{max: maxArgTasks}},
+		recs:   recycler{forks: records{max: maxForkRecords}, args: records{max: maxArgTasks}},
 	}
 	w.seek.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return w
