@@ -134,6 +134,10 @@ import (
 //	     first: then it wakes searching). A stale token leaves it parked.
 //	(10) the pool is drained or aborting: unparkSelf, and the worker ends.
 //
+// A worker started by New begins parked (idle.init), unless the pool
+// never sleeps (WithBlockTime(-1)): U starts at 0 and each domain's dZ at
+// its worker count.
+//
 // Waiting inside a task. A task that waits for work it handed out (Join
 // whose b was taken, Group.Wait, Future.Wait, a loop's pieces) makes its
 // worker a waiting one:
@@ -204,15 +208,39 @@ type idle struct {
 	searchWake []bool
 }
 
+// init makes p's idle state. Where p.startsParked, every worker is
+// registered as parked, on its domain's stack with the domain's first
+// worker on top: nothing can be queued before New returns, so a worker
+// starts as one that parked with nothing left to re-check (rule 3), and
+// sleeps once it is bound. The first work wakes one (notify), Close every
+// one (wakeAll), and a token sent before the worker sleeps waits in its
+// channel (rule 4). Otherwise every worker starts unparked and searches.
 func (il *idle) init(p *sched) {
 	il.p = p
 	il.n = int32(len(p.workers))
-	il.unparked.Store(il.n)
 	il.sleepers = make([][]*Worker, len(p.domains))
 	il.parked = make([]bool, len(p.workers))
 	il.waiting = make([]bool, len(p.workers))
 	il.searchWake = make([]bool, len(p.workers))
+	if !p.startsParked() {
+		il.unparked.Store(il.n)
+		return
+	}
+	for i, d := range p.domains {
+		s := make([]*Worker, len(d.workers))
+		for k, w := range d.workers {
+			s[len(s)-1-k] = w // a stack: the domain's first worker wakes first
+			il.parked[w.id] = true
+		}
+		il.sleepers[i] = s
+		d.sleeping.Store(int32(len(s)))
+	}
 }
+
+// startsParked reports whether New starts the workers parked: unless the
+// pool's workers never sleep (the active policy), whose idle workers
+// search from the start.
+func (p *sched) startsParked() bool { return p.cfg.spinFor() >= 0 }
 
 // tryStartSearching admits a worker to search unless half the workers
 // already do. The check and the increment are not one step, so now and

@@ -137,3 +137,43 @@ func TestWakeMoreWakesTheGroupsSleepers(t *testing.T) {
 		t.Errorf("wakeMore(1, 1) woke %d workers, want 1", woken)
 	}
 }
+
+// New starts its workers registered as parked, each domain's stack with
+// its first worker on top, holding no Pool; the first task wakes one of
+// them, and Close wakes and ends them all.
+func TestNewStartsWorkersParked(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x3"))
+	il := &p.idle
+	il.mu.Lock()
+	if u, s := il.unparked.Load(), il.searching.Load(); u != 0 || s != 0 {
+		t.Errorf("after New: %d workers unparked, %d searching, want 0 and 0", u, s)
+	}
+	for _, d := range p.domains {
+		s := il.sleepers[d.index]
+		if len(s) != len(d.workers) || int(d.sleeping.Load()) != len(d.workers) {
+			t.Errorf("domain %d: %d sleepers listed, %d counted, want %d", d.index, len(s), d.sleeping.Load(), len(d.workers))
+		} else if s[len(s)-1] != d.workers[0] {
+			t.Errorf("domain %d: worker %d on top of the sleepers, want %d", d.index, s[len(s)-1].id, d.workers[0].id)
+		}
+	}
+	for _, w := range p.workers {
+		if !il.parked[w.id] {
+			t.Errorf("worker %d not registered as parked", w.id)
+		}
+		if p.awake(w.id) {
+			t.Errorf("worker %d holds the Pool while parked", w.id)
+		}
+	}
+	il.mu.Unlock()
+	ran := make(chan int, 1)
+	if err := p.Submit(context.Background(), func(w *Worker) { ran <- w.ID() }); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.sched.live.Load(); n != 0 {
+		t.Errorf("%d workers live after Close", n)
+	}
+}

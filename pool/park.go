@@ -33,6 +33,15 @@ func (w *Worker) park(l *latch) bool {
 	if l != nil {
 		return w.parkWaiting(l, wakeAt)
 	}
+	return w.sleepParked(wakeAt)
+}
+
+// sleepParked is an idle worker registered as parked, with nothing left
+// it must not sleep through: it sleeps until it is woken for work, Close
+// wakes it to look once more (true), or the pool ends (false); with
+// wakeAt not zero, also until then (true: its keep-off ended).
+func (w *Worker) sleepParked(wakeAt time.Time) bool {
+	p := w.pool
 	for {
 		if p.ending() {
 			w.leaving.Store(true) // while still parked: counted out throughout

@@ -190,7 +190,7 @@ func (w *Worker) allocTasks(fn func(*Worker), h home) *task {
 
 // recycler holds a worker's task records to reuse (owner only).
 type recycler struct {
-	free  []*task     // plain task records (newTask)
+	free  []*task     // plain task records (newTask); grown at use, since most of a large pool's workers may never make a task
 	joins []*joinTask // Join records (joinTask)
 	forks records     // Fork records, of any Fork's types (forkRecord)
 	args  records     // SpawnWith records, of any argument type

@@ -106,7 +106,7 @@ func newWorker(p *sched, d *domain, id, cpu int, th *place.Thread) *Worker {
 		wakeCh: make(chan struct{}, 1),
 		seek:   seekState{rng: steal.NewRand(uint64(id) + 1)},
 		fair:   fairness{interval: uint32(interval)},
-		recs:   recycler{free: make([]*task, 0, 2*freeBatch), forks: records{max: maxForkRecords}, args: records{max: maxArgTasks}},
+		recs:   recycler{forks: records{max: maxForkRecords}, args: records{max: maxArgTasks}},
 	}
 	w.seek.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return w
@@ -158,8 +158,16 @@ func (w *Worker) main(placed chan<- error) {
 	} else {
 		w.pool.byG.move(w, 0, w.owner.g.Load())
 	}
-	w.hold()
-	w.loop()
+	if placed != nil && w.pool.startsParked() {
+		// Started by New registered as parked (idle.init): it sleeps
+		// until the first work or Close wakes it.
+		if w.sleepParked(time.Time{}) {
+			w.loop()
+		}
+	} else {
+		w.hold()
+		w.loop()
+	}
 	ended = true
 	w.end()
 }

@@ -85,8 +85,11 @@ func New[T any]() (*Local[T], *Stealer[T]) {
 // must be called by the owning worker only, never concurrently; thieves
 // use the Stealer.
 type Local[T any] struct {
-	r     *ring[T]
-	spill [Capacity/2 + 1]T // what a full ring's Push hands back
+	r *ring[T]
+	// What a full ring's Push hands back, made at the first overflow:
+	// most rings never fill, and a pool of many workers would otherwise
+	// hold half a ring more for each.
+	spill *[Capacity/2 + 1]T
 }
 
 // Stealer is the thieves' handle of a ring. Its methods may be called
@@ -135,7 +138,7 @@ func (l *Local[T]) Push(t T) (spilled []T) {
 			// A thief is copying the oldest tasks out: room is coming, but
 			// do not wait for it.
 			r.own.exit()
-			return append(l.spill[:0], t)
+			return append(l.spillBuf(), t)
 		default:
 			if batch, ok := l.takeHalf(real, tail); ok {
 				r.own.exit()
@@ -163,10 +166,18 @@ func (l *Local[T]) takeHalf(head, tail uint32) ([]T, bool) {
 	// in at most two runs, the ring's end splitting the half.
 	first := r.buf[head&mask : min(head&mask+half, Capacity)]
 	rest := r.buf[:half-len(first)]
-	batch := append(append(l.spill[:0], first...), rest...)
+	batch := append(append(l.spillBuf(), first...), rest...)
 	clear(first)
 	clear(rest)
 	return batch, true
+}
+
+// spillBuf returns l's spill buffer, empty, making it if need be.
+func (l *Local[T]) spillBuf() []T {
+	if l.spill == nil {
+		l.spill = new([Capacity/2 + 1]T)
+	}
+	return l.spill[:0]
 }
 
 // PushBatch appends tasks, in order, to the ring. They must fit: the

@@ -27,21 +27,75 @@ type Claim struct {
 // cores first), each time the one with the fewest workers of live pools
 // and of this pool so far, the earliest in order on ties, and claims
 // them. The caller holds cpuClaims.
+//
+// CPUs of order that share an OS CPU share its count, so the earliest of
+// them always wins over the others: the choice is among the distinct OS
+// CPUs, each standing for its earliest CPU in order, by (count, that
+// position). A heap keyed so makes each choice O(log CPUs) rather than a
+// scan of order.
 func assignCPUs(t *topology.Topology, order []int, n int, c *Claim) []int {
 	cpus := make([]int, n)
-	for k := range cpus {
-		best, bestLoad := 0, -1
-		for i, cpu := range order {
-			if load := cpuClaims.n[osCPU(t, cpu)]; bestLoad < 0 || load < bestLoad {
-				best, bestLoad = i, load
-			}
+	if n == 0 || len(order) == 0 {
+		return cpus
+	}
+	first := make(map[int]int, len(order)) // OS CPU -> index in order of its earliest CPU
+	h := make(osHeap, 0, len(order))
+	for i, cpu := range order {
+		os := osCPU(t, cpu)
+		if _, ok := first[os]; ok {
+			continue
 		}
-		cpus[k] = order[best]
-		os := osCPU(t, order[best])
-		cpuClaims.n[os]++
-		c.os = append(c.os, os)
+		first[os] = i
+		h = append(h, osSlot{load: cpuClaims.n[os], pos: i, os: os})
+	}
+	h.init()
+	for k := range cpus {
+		s := &h[0]
+		cpus[k] = order[s.pos]
+		cpuClaims.n[s.os]++
+		c.os = append(c.os, s.os)
+		s.load++
+		h.down(0)
 	}
 	return cpus
+}
+
+// osSlot is one OS CPU of a node's order: its count and the position in
+// order of its earliest CPU.
+type osSlot struct{ load, pos, os int }
+
+// osHeap is a min-heap of osSlot by (load, pos).
+type osHeap []osSlot
+
+func (h osHeap) less(i, j int) bool {
+	if h[i].load != h[j].load {
+		return h[i].load < h[j].load
+	}
+	return h[i].pos < h[j].pos
+}
+
+func (h osHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h osHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // Release gives the claimed CPUs back. The last of the pool's workers to
