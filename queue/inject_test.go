@@ -2,8 +2,10 @@ package queue
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -177,5 +179,172 @@ func TestInjectShardSampleEvery(t *testing.T) {
 	s.Close()
 	if err := s.Push(1); err == nil {
 		t.Error("Push after Close took a task")
+	}
+}
+
+// Many producers (Push, and Requeue batches) against several consumers
+// (PopN, Pop) while another goroutine closes the shard at a random
+// moment: every task accepted (Push returned nil, or requeued) comes out
+// exactly once, no refused one ever does, each consumer sees each
+// producer's tasks in the order they went in, and no Push that starts
+// after Close returned is accepted.
+func TestInjectShardStressClose(t *testing.T) {
+	const producers, consumers, each = 4, 3, 3000
+	for round := range 8 {
+		s := NewInjectShard[int]()
+		rng := rand.New(rand.NewPCG(uint64(round), 3))
+		closeAfter := rng.IntN(producers * each)
+		var (
+			accepted [producers][]int
+			refused  [producers][]int
+			popped   [consumers][]int
+			started  sync.WaitGroup
+			prod     sync.WaitGroup
+			cons     sync.WaitGroup
+			closed   atomic.Bool
+			tried    atomic.Int64
+			done     = make(chan struct{})
+		)
+		go func() { // the closer
+			for tried.Load() < int64(closeAfter) {
+				runtime.Gosched()
+			}
+			s.Close()
+			closed.Store(true)
+		}()
+		for g := range producers {
+			prod.Add(1)
+			go func() {
+				defer prod.Done()
+				prng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				for i := 0; i < each; {
+					v := g*each + i
+					if prng.IntN(4) == 0 { // a batch, as a full ring spills
+						k := min(1+prng.IntN(2*segmentSlots+1), each-i)
+						batch := make([]int, k)
+						for j := range batch {
+							batch[j] = v + j
+						}
+						s.Requeue(batch...)
+						accepted[g] = append(accepted[g], batch...)
+						i += k
+						tried.Add(int64(k))
+						continue
+					}
+					after := closed.Load()
+					if err := s.Push(v); err == nil {
+						if after {
+							t.Errorf("Push of %d accepted after Close returned", v)
+						}
+						accepted[g] = append(accepted[g], v)
+					} else {
+						refused[g] = append(refused[g], v)
+					}
+					i++
+					tried.Add(1)
+				}
+			}()
+		}
+		for c := range consumers {
+			cons.Add(1)
+			started.Add(1)
+			go func() {
+				defer cons.Done()
+				started.Done()
+				crng := rand.New(rand.NewPCG(uint64(round), uint64(100+c)))
+				var buf []int
+				for {
+					select {
+					case <-done:
+						if s.IsEmpty() {
+							return
+						}
+					default:
+					}
+					if crng.IntN(3) == 0 {
+						if v, ok := s.Pop(); ok {
+							popped[c] = append(popped[c], v)
+						}
+						continue
+					}
+					buf = s.PopN(buf[:0], 1+crng.IntN(3*segmentSlots))
+					popped[c] = append(popped[c], buf...)
+				}
+			}()
+		}
+		started.Wait()
+		prod.Wait()
+		close(done)
+		cons.Wait()
+		for !closed.Load() {
+			runtime.Gosched()
+		}
+
+		seen := make(map[int]int)
+		for c := range consumers {
+			last := [producers]int{-1, -1, -1, -1}
+			for _, v := range popped[c] {
+				seen[v]++
+				if g := v / each; v <= last[g] {
+					t.Fatalf("round %d: consumer %d took %d after %d of the same producer", round, c, v, last[g])
+				} else {
+					last[g] = v
+				}
+			}
+		}
+		total := 0
+		for g := range producers {
+			total += len(accepted[g])
+			for _, v := range accepted[g] {
+				if seen[v] != 1 {
+					t.Fatalf("round %d: accepted task %d popped %d times", round, v, seen[v])
+				}
+			}
+			for _, v := range refused[g] {
+				if seen[v] != 0 {
+					t.Fatalf("round %d: refused task %d popped %d times", round, v, seen[v])
+				}
+			}
+		}
+		if len(seen) != total || !s.IsEmpty() || s.Len() != 0 {
+			t.Fatalf("round %d: %d distinct tasks popped, %d accepted; Len %d", round, len(seen), total, s.Len())
+		}
+	}
+}
+
+// When Close returns, every task a Push accepted is in the shard and
+// counted by Len, also the pushes that claimed their slot just before the
+// close and were still writing it: the pool decides it is drained from
+// Len after Close.
+func TestInjectShardCloseWaitsForPushes(t *testing.T) {
+	const producers = 4
+	for round := range 50 {
+		s := NewInjectShard[int]()
+		var wg sync.WaitGroup
+		var accepted atomic.Int64
+		start := make(chan struct{})
+		for range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for s.Push(1) == nil {
+					accepted.Add(1)
+				}
+			}()
+		}
+		close(start)
+		for range round * 10 {
+			runtime.Gosched()
+		}
+		s.Close()
+		atClose := s.Len()
+		wg.Wait()
+		if n := accepted.Load(); int64(atClose) != n || s.Len() != atClose {
+			t.Fatalf("round %d: Len %d when Close returned, %d accepted, Len now %d", round, atClose, n, s.Len())
+		}
+		if got := s.Pushed(); got != uint64(atClose) {
+			t.Fatalf("round %d: Pushed %d, want %d", round, got, atClose)
+		}
 	}
 }
