@@ -215,6 +215,7 @@ func (s *InjectShard[T]) SampleEvery(n uint64, mark func(T) T) {
 
 // Pushed returns how many tasks Push has taken:
 // the work accepted from outside, not counting Requeue and overflow.
+// It takes the consumers' lock, which Requeue holds while it claims.
 func (s *InjectShard[T]) Pushed() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,7 +223,8 @@ func (s *InjectShard[T]) Pushed() uint64 {
 }
 
 // Requeue appends ts, in order, even after Close: tasks the pool already
-// accepted, which move between shards or out of a full ring.
+// accepted, which move between shards or out of a full ring. It takes the
+// consumers' lock, so that no consumer ever waits for its slots.
 func (s *InjectShard[T]) Requeue(ts ...T) {
 	if len(ts) == 0 {
 		return
@@ -263,7 +265,9 @@ func (s *InjectShard[T]) spare() *segment[T] {
 	return s.takeSpare()
 }
 
-// Pop removes and returns the oldest task.
+// Pop removes and returns the oldest task. It reports false when Len is
+// 0. Like PopN, it takes the consumers' lock, and may wait for a Push
+// that claimed the oldest slot and is still writing it.
 func (s *InjectShard[T]) Pop() (T, bool) {
 	var zero T
 	if s.IsEmpty() {
@@ -284,8 +288,9 @@ func (s *InjectShard[T]) Pop() (T, bool) {
 	return t, true
 }
 
-// PopN removes up to n of the oldest tasks and appends them, oldest first,
-// to dst.
+// PopN removes up to n of the oldest tasks, at most Len, and appends
+// them, oldest first, to dst. It takes the consumers' lock, and may wait
+// for a Push that claimed one of their slots and is still writing it.
 func (s *InjectShard[T]) PopN(dst []T, n int) []T {
 	if n <= 0 || s.IsEmpty() {
 		return dst
@@ -336,7 +341,8 @@ func (s *InjectShard[T]) advance() {
 // Close makes Push refuse work from now on. Tasks already in the shard
 // stay and can be popped. When Close returns, every task Push accepted is
 // in the shard, counted by Len: Close waits for the pushes that claimed
-// their slot before it. Close is idempotent.
+// their slot before it (it looks at every slot queued, once, under the
+// consumers' lock). Close is idempotent.
 func (s *InjectShard[T]) Close() {
 	end := s.tail.Or(closedBit) >> 1 // pairs with claim's load and swap
 	s.lock()
