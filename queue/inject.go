@@ -241,11 +241,8 @@ func (s *InjectShard[T]) Requeue(ts ...T) {
 	}
 	off := int(i % segmentSlots)
 	for len(ts) > 0 {
-		m := copy(seg.slots[off:], ts) // in bulk: one barrier pass, not one per task
-		ready := seg.ready[off : off+m]
-		for j := range ready {
-			ready[j] = 1 // plain: consumers look only under mu, which this holds
-		}
+		m := copy(seg.slots[off:], ts)          // in bulk: one barrier pass, not one per task
+		copy(seg.ready[off:off+m], allReady[:]) // plain: consumers look only under mu, which this holds
 		ts = ts[m:]
 		if off += m; off == segmentSlots {
 			seg, off = seg.next, 0
@@ -253,6 +250,14 @@ func (s *InjectShard[T]) Requeue(ts ...T) {
 	}
 	s.n.Add(int64(k)) // once: the length's line is read by every searcher
 }
+
+// allReady is a segment's worth of set ready flags, for Requeue to copy.
+var allReady = func() (r [segmentSlots]uint32) {
+	for i := range r {
+		r[i] = 1
+	}
+	return r
+}()
 
 // spare returns an empty segment for a growing Requeue: one from the
 // spares list, else takeSpare's. s.mu must be held.
@@ -304,7 +309,9 @@ func (s *InjectShard[T]) PopN(dst []T, n int) []T {
 		end := min(s.first+k, segmentSlots)
 		ready := seg.ready[s.first:end]
 		for j := range ready {
-			await(&ready[j])
+			if atomic.LoadUint32(&ready[j]) == 0 { // pairs with Push's store; set unless a push is mid-write
+				await(&ready[j])
+			}
 		}
 		run := seg.slots[s.first:end]
 		dst = append(dst, run...) // in bulk, as is the clearing
