@@ -79,8 +79,8 @@ type segment[T any] struct {
 	slots [segmentSlots]T
 	// ready[i] is 1 once slots[i] holds its task. Push stores it
 	// atomically, after the task and n's add (it pairs with the
-	// consumer's atomic load in await); Requeue and the consumers write
-	// it plainly under mu.
+	// consumers' atomic loads in Pop, PopN, Close and await); Requeue
+	// and the consumers write it plainly under mu.
 	ready [segmentSlots]uint32
 	// next is the segment after this one. Its grower writes it before
 	// it stores the ready flag of this segment's last slot (which
@@ -194,7 +194,7 @@ func (s *InjectShard[T]) grow(seg, next *segment[T]) *segment[T] {
 // takeSpare returns an empty segment for a growing Push, without a lock:
 // handoff's, the sync.Pool's or a new one.
 func (s *InjectShard[T]) takeSpare() *segment[T] {
-	if seg := s.handoff.Swap(nil); seg != nil { // pairs with recycle's CompareAndSwap
+	if seg := s.handoff.Swap(nil); seg != nil { // pairs with advance's CompareAndSwap
 		return seg
 	}
 	if seg, ok := s.more.Get().(*segment[T]); ok {
