@@ -31,9 +31,11 @@ package queue
 //     then stores the slot's ready flag. n's add is an atomic
 //     read-modify-write that precedes Push's return, which is what the
 //     pool's idle protocol needs (pool/idle.go, "Why no task is left
-//     queued with every worker asleep").
+//     queued with every worker asleep"). Close, which returns only once
+//     every accepted task is counted, waits for these adds: under mu, n
+//     plus the slots taken equals the slots claimed once none is pending.
 //
-// Consumers (Pop, PopN, Close's wait) hold mu; so does Requeue, which
+// Consumers (Pop, PopN) and Close's wait hold mu; so does Requeue, which
 // therefore never leaves a slot half written while a consumer looks. A
 // consumer takes k = min(wanted, n) tasks and subtracts k from n first.
 // n counts only claimed slots (a producer adds after its claim), less the
@@ -79,7 +81,7 @@ type segment[T any] struct {
 	slots [segmentSlots]T
 	// ready[i] is 1 once slots[i] holds its task. Push stores it
 	// atomically, after the task and n's add (it pairs with the
-	// consumers' atomic loads in Pop, PopN, Close and await); Requeue
+	// consumers' atomic loads in Pop, PopN and await); Requeue
 	// and the consumers write it plainly under mu.
 	ready [segmentSlots]uint32
 	// next is the segment after this one. Its grower writes it before
@@ -347,19 +349,22 @@ func (s *InjectShard[T]) advance() {
 
 // Close makes Push refuse work from now on. Tasks already in the shard
 // stay and can be popped. When Close returns, every task Push accepted is
-// in the shard, counted by Len: Close waits for the pushes that claimed
-// their slot before it (it looks at every slot queued, once, under the
-// consumers' lock). Close is idempotent.
+// in the shard, counted by Len: Close waits, under the consumers' lock,
+// for the pushes that claimed their slot before it to add to n. Close is
+// idempotent.
 func (s *InjectShard[T]) Close() {
-	end := s.tail.Or(closedBit) >> 1 // pairs with claim's load and swap
+	s.tail.Or(closedBit) // pairs with claim's load and swap
 	s.lock()
 	defer s.mu.Unlock()
-	seg, off := s.head, s.first
-	for i := seg.base.Load() + uint64(off); i < end; i++ {
-		await(&seg.ready[off])
-		if off++; off == segmentSlots {
-			seg, off = seg.next, 0
-		}
+	// No claim moves tail now: Push refuses and Requeue needs mu. Of the
+	// claimed slots, those below the head were taken (each counted out
+	// of n by its consumer, none of which is running), and Requeue's
+	// were counted in n under mu; so n falls short of the rest by the
+	// pushes still between their claim and their add.
+	claimed := s.tail.Load() >> 1
+	taken := s.head.base.Load() + uint64(s.first)
+	for try := 0; uint64(s.n.Load()) != claimed-taken; try++ { // pairs with Push's add
+		backoff(try)
 	}
 }
 
