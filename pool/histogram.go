@@ -13,8 +13,9 @@ import (
 // record with its submit time (task.at), and the worker that starts it
 // reads the clock when it starts and when it returns. From a task the
 // sample is every sampleEvery-th task the worker makes; from outside the
-// pool every sampleEvery-th task a node's shard takes, counted under the
-// shard's lock, which the submission holds anyway.
+// pool about one in sampleEvery of the tasks a node's shard takes: those
+// whose slot number in the shard is a multiple of it, a number the
+// shard's push claims anyway.
 //
 // Each worker counts its samples in plain fields (observe.Latencies) and
 // publishes them with its counters (publish) when they changed; Stats sums
@@ -51,8 +52,8 @@ func addTo(h *Histogram, d *observe.Published) {
 // which means not sampled.
 func (p *sched) stamp() int64 { return max(p.clock(time.Now()), 1) }
 
-// stamped is it, queued from outside the pool as every sampleEvery-th
-// task of its shard (queue.InjectShard.SampleEvery), as a record with its
+// stamped is it, queued from outside the pool as one of the sampled
+// tasks of its shard (queue.InjectShard.SampleEvery), as a record with its
 // submit time.
 func (p *sched) stamped(it item) item {
 	it = it.recorded()

@@ -48,10 +48,12 @@ import (
 //   - the last worker to end waits for a sweep in progress (sweep.lastOut).
 //
 // Why no accepted task is lost. A task is accepted from outside the pool
-// when Push into a node's shard succeeds; Push takes the shard's lock and
-// fails once the shard is closed. beginClose closes every shard (taking
-// each lock) before it stores closing, so every accepted push is ordered
-// before that store. The drain is declared by a worker that has read
+// when Push into a node's shard succeeds; Push claims its slot with one
+// compare-and-swap on a word that holds the shard's closed bit, and fails
+// once the bit is set. Close sets the bit and then waits until every push
+// that claimed a slot before it has stored and counted its task.
+// beginClose closes every shard before it stores closing, so every
+// accepted push is ordered before that store. The drain is declared by a worker that has read
 // closing and then, holding idle.mu, sees every worker registered as
 // parked and every queue empty (drainIfQuiet). Go's atomics are
 // sequentially consistent, so that worker sees every accepted push, and

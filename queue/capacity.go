@@ -8,3 +8,8 @@ package queue
 // that tests reach wrap-around, overflow and concurrent steals in a few
 // steps.
 const Capacity = 256
+
+// segmentSlots is the size of the blocks an inject shard's FIFO is made
+// of (inject.go). The numapool_smallqueue build shrinks it to 4, so that
+// tests cross a block boundary every few tasks.
+const segmentSlots = 256

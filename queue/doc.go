@@ -8,11 +8,15 @@
 // Local (push, pop) and the Stealer (steal half into another worker's
 // Local), so that a thief cannot call push.
 //
-// The inject shard is a mutex-guarded FIFO of linked 256-slot segments
-// with an atomic length (so that "is it empty?" takes no lock): the queue
-// of work submitted from outside the workers and of the halves that full
-// rings move out. It can be closed: after Close it refuses new work and
-// hands it back, never dropping it.
+// The inject shard is a FIFO of linked 256-slot segments, as
+// crossbeam-deque's Injector: Push takes no lock (one compare-and-swap on
+// a tail word that also holds the closed bit claims a slot, which the
+// pusher then writes and marks ready), while the consumers (Pop, PopN)
+// and Requeue take turns under a mutex; an atomic length answers "is it
+// empty?" without either. It is the queue of work submitted from outside
+// the workers and of the halves that full rings move out. It can be
+// closed: after Close it refuses new work and hands it back, never
+// dropping it.
 //
 // Panic policy: using the owner's handle from two goroutines at once
 // would corrupt the ring; race-enabled builds detect it and panic with a
