@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -67,39 +68,56 @@ func TestIdleCPU(t *testing.T) {
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
-		runtime.GC() // a collection the earlier tests' garbage owes is not the idle pool's
-		tids := poolThreads(p)
-		before := processCPU()
-		poolBefore, perThread := threadsCPU(tids)
-		minSearching := p.idle.searching.Load()
+		// A sleeping pool gets up to three windows to show it sleeps: the
+		// process's time, and under the race detector the threads' too,
+		// also grow with what other tests left behind and with the
+		// machine's load, now and then past the bound for one window, while
+		// a pool that does not sleep exceeds it in every window.
+		attempts := 3
 		if tc.spins {
-			for end := time.Now().Add(window); time.Now().Before(end); {
-				time.Sleep(time.Millisecond)
-				minSearching = min(minSearching, p.idle.searching.Load())
-			}
-		} else {
-			time.Sleep(window) // no sampling: it would cost CPU of its own
+			attempts = 1
 		}
-		used := processCPU() - before
-		poolAfter, ok := threadsCPU(tids)
+		var minSearching int32
+		var fails []string
+		for range attempts {
+			fails = fails[:0]
+			tids := poolThreads(p)
+			before := processCPU()
+			poolBefore, perThread := threadsCPU(tids)
+			minSearching = p.idle.searching.Load()
+			if tc.spins {
+				for end := time.Now().Add(window); time.Now().Before(end); {
+					time.Sleep(time.Millisecond)
+					minSearching = min(minSearching, p.idle.searching.Load())
+				}
+			} else {
+				time.Sleep(window) // no sampling: it would cost CPU of its own
+			}
+			used := processCPU() - before
+			poolAfter, ok := threadsCPU(tids)
+			t.Logf("%s: an idle pool of 4 workers used %v of CPU in %v (the process), %v (its threads: workers and monitor)", tc.name, used, window, poolAfter-poolBefore)
+			switch {
+			case tc.spins:
+				if used > tc.max {
+					fails = append(fails, fmt.Sprintf("%s: idle pool used %v of CPU in %v, want at most %v", tc.name, used, window, tc.max))
+				}
+			case perThread && ok:
+				if d := poolAfter - poolBefore; d > tc.max {
+					fails = append(fails, fmt.Sprintf("%s: the threads of an idle pool used %v of CPU in %v, want at most %v", tc.name, d, window, tc.max))
+				}
+				if used > 10*tc.max {
+					fails = append(fails, fmt.Sprintf("%s: the process used %v of CPU in %v while the pool was idle, want at most %v", tc.name, used, window, 10*tc.max))
+				}
+			case used > tc.max:
+				fails = append(fails, fmt.Sprintf("%s: idle pool used %v of CPU in %v, want at most %v", tc.name, used, window, tc.max))
+			}
+			if len(fails) == 0 {
+				break
+			}
+		}
 		_ = p.Close()
-		t.Logf("%s: an idle pool of 4 workers used %v of CPU in %v (the process), %v (its threads: workers and monitor)", tc.name, used, window, poolAfter-poolBefore)
-		switch {
-		case tc.spins:
-			if used > tc.max {
-				t.Errorf("%s: idle pool used %v of CPU in %v, want at most %v", tc.name, used, window, tc.max)
-			}
-		case perThread && ok:
-			// The pool's own threads: the process's time also grows with
-			// what other tests left behind and with the machine's load.
-			if d := poolAfter - poolBefore; d > tc.max {
-				t.Errorf("%s: the threads of an idle pool used %v of CPU in %v, want at most %v", tc.name, d, window, tc.max)
-			}
-			if used > 10*tc.max {
-				t.Errorf("%s: the process used %v of CPU in %v while the pool was idle, want at most %v", tc.name, used, window, 10*tc.max)
-			}
-		case used > tc.max:
-			t.Errorf("%s: idle pool used %v of CPU in %v, want at most %v", tc.name, used, window, tc.max)
+		for _, f := range fails {
+			t.Error(f)
 		}
 		if tc.spins && minSearching == 0 {
 			t.Errorf("%s: no worker searching at some point of %v; want searchers that never stop", tc.name, window)
