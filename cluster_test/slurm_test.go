@@ -67,8 +67,8 @@ func TestSlurmCoresPerRank(t *testing.T) {
 		out := string(b)
 		t.Logf("numapool explain, rank %d:\n%s", i, out)
 		wantLines(t, fmt.Sprint("numapool explain of rank ", i), out,
-			"nodes; topology", fmt.Sprintf("rank %d (local %d) of 2, cpu-bind=mask_cpu:", i, i), "launcher: slurm job")
-		if m := regexp.MustCompile(`numapool: (\d+) workers`).FindStringSubmatch(out); m == nil || m[1] != fmt.Sprint(rs[i].Allowed.Len()) {
+			"; topology", fmt.Sprintf("rank %d (local %d) of 2, cpu-bind=mask_cpu:", i, i), "launcher: slurm job")
+		if m := regexp.MustCompile(`numapool: (\d+) workers? on`).FindStringSubmatch(out); m == nil || m[1] != fmt.Sprint(rs[i].Allowed.Len()) {
 			t.Errorf("rank %d: explain's worker count %v, want %d", i, m, rs[i].Allowed.Len())
 		}
 		if strings.Contains(out, "warning:") {
