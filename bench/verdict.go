@@ -12,9 +12,9 @@ import (
 // repetition beats the other's best, trails when even its best is beaten
 // by the other's worst, and ties when their ranges (min to max over the
 // repetitions) overlap or touch. Ranges rather than medians, because a
-// shared machine moves a median by 10-30 % from one minute to the next
-// and only a gap wider than every repetition's spread says which is
-// faster; with one repetition a range is a single figure, so nothing
+// shared machine moves a median from one minute to the next by more than
+// most differences between contenders, and only a gap wider than every
+// repetition's spread says which is faster; with one repetition a range is a single figure, so nothing
 // ties. TestVerdicts holds the rule.
 const (
 	Leads  = "leads"
