@@ -142,10 +142,49 @@
 // the measured figures and how they were made): a Spawn or a Submit from
 // outside, tens of nanoseconds; a Join or Fork whose half nobody steals,
 // tens of nanoseconds, and one that is stolen, a microsecond or so; a Run
-// from outside, a microsecond while a worker searches, tens of
+// from outside, a few hundred nanoseconds when its caller joins (The
+// caller joins), a microsecond while a worker searches, tens of
 // microseconds when a parked worker's thread must be woken; a parked
 // pool, no CPU. Offload batches (a Group, ParallelFor, MapReduce) rather
 // than one small job at a time.
+//
+// # The caller joins
+//
+// A call from ordinary code that waits for its own work runs that work
+// itself when it can, as oneTBB's external threads do in an arena and
+// OpenMP's primary thread does in a parallel region, instead of waking a
+// sleeping worker's thread (tens of microseconds) and waiting for it:
+// Run on the pool or on a soft Node of the caller's node, and
+// ParallelFor's block for the caller's node. The caller takes the seat of
+// a worker of the node of the CPU it runs on that is parked with nothing
+// on its stack, and for the call it is that worker: the *Worker its
+// function gets is one of the pool's Workers() (ID, Node, CPU, Kind,
+// PerWorker and the counters are that worker's), its spawns go to that
+// worker's queue, where the node's idle workers steal them, and while it
+// waits it runs the pool's work as a waiting task does. The worker's
+// thread sleeps meanwhile, so no more work runs at once than there are
+// workers. When the call ends, the seat goes back: parked, or with its
+// thread woken for what the call left queued. Counters.CallerRuns counts
+// the tasks callers ran.
+//
+// Otherwise the work is handed off as before: the caller is itself one of
+// the pool's tasks (it uses its own worker), the node has no such worker
+// parked (every worker is busy, or waits inside a task), the caller runs
+// on a CPU outside the pool's nodes, the target is a Strict Node or
+// another node, or the call is Async, a Future's Wait, a Group's Wait or
+// MapReduce. A Run's caller is not bound to the node's CPUs, as binding
+// costs more than the join saves; a ParallelFor's caller is locked to its
+// thread for the loop and, in a pool of several nodes, bound to the
+// seat's CPUs, its own mask put back after, so that the pages its block
+// first touches lie on that node.
+//
+// What a caller sees that a worker does not: the function of a Run runs
+// under the caller's own pprof labels; and runtime.Goexit (t.Fatal) in
+// work the caller runs ends the caller's goroutine, as calling that
+// function directly would, where work a worker runs gives its waiter
+// ErrGoexit. join.go states the seat's handshake and argues why no task
+// and no wake-up is lost. Tests: TestCallerJoinsRun,
+// TestCallersCountedUnderLoad.
 //
 // # Observing a pool
 //
@@ -201,8 +240,9 @@
 // under GODEBUG=panicnil=1 is a panic too. Tests: TestPanicsEndTheProcess,
 // TestPanicWithoutHandlerCrashes.
 //
-// runtime.Goexit in a task (t.Fatal, t.FailNow and t.SkipNow call it):
-// the task fails, and its waiter (Run, a Future, Join, Fork, Group.Wait,
+// runtime.Goexit in a task (t.Fatal, t.FailNow and t.SkipNow call it)
+// that a worker runs (a caller that joined runs work as its own: The
+// caller joins): the task fails, and its waiter (Run, a Future, Join, Fork, Group.Wait,
 // ParallelFor, MapReduce) returns ErrGoexit. Goexit ends every frame of
 // the worker's goroutine, so every task that was waiting on that stack
 // (helping inside a wait, or Run on its own worker) ends too, and its

@@ -36,7 +36,7 @@ func (w *Worker) join(bt *task, done *latch, a func(*Worker)) error {
 	// Before the offer, which publishes them to the thief: the latch's
 	// waiter, and the labels a runs under, which b runs under too.
 	done.w = w
-	bt.labels = w.obs.labels
+	bt.labels = w.madeLabels()
 	w.joinSlot.Store(bt)
 	w.spawned(w.domain)
 	errA := catch(w, a)

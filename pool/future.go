@@ -18,6 +18,9 @@ type Target interface {
 	// poolOf is the user's Pool: a Future holds it, so that a pool whose
 	// work someone still waits for is not closed as dropped.
 	poolOf() *Pool
+	// joinTarget says whether a caller from outside may run the work
+	// itself, and in which domain (join.go).
+	joinTarget() (p *sched, d *domain, ok bool)
 }
 
 // Future is the result of a function run on the pool by Async: its value
@@ -76,15 +79,19 @@ func async[T any](on Target, fn func(w *Worker) (T, error), name string) *Future
 
 // Run runs fn on the target and waits for its value and error: Async and
 // Wait in one call. On the calling task's own worker it simply calls fn
-// (panics still come back as a *PanicError).
+// (panics still come back as a *PanicError). From outside the pool, on
+// the pool or a soft Node of the caller's node, the caller runs fn itself
+// on the seat of a parked worker when there is one (The caller joins, in
+// the package doc).
 //
-// Cost, from outside the pool: a round trip costs a few times what a
-// goroutine and a channel do when calls come back to back (a worker is
-// still searching and the waiter's short spin sees the result;
-// BenchmarkPingPongRun), and a thread wake-up more, tens of
-// microseconds, when a parked worker's thread must be woken. Offload
-// batches (Async many, then Wait; a Group; ParallelFor) rather than one
-// small job at a time.
+// Cost, from outside the pool: a function call and a few hundred
+// nanoseconds when the caller joins; otherwise a round trip costs a few
+// times what a goroutine and a channel do when calls come back to back (a
+// worker is still searching and the waiter's short spin sees the result;
+// BenchmarkPingPongRun), and a thread wake-up more, tens of microseconds,
+// when a parked worker's thread must be woken. Offload batches (Async
+// many, then Wait; a Group; ParallelFor) rather than one small job at a
+// time.
 func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 	mustTarget(on, "Run")
 	if w, ok := on.(*Worker); ok {
@@ -98,6 +105,11 @@ func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 			return v, perr
 		}
 		return v, err
+	}
+	if fn != nil {
+		if w := joinFor(on); w != nil {
+			return runAsCaller(w, fn)
+		}
 	}
 	return async(on, fn, "numapool.Run").Wait()
 }

@@ -304,8 +304,11 @@ func (il *idle) notifyFrom(d int, domains []int) {
 	if w == nil {
 		return
 	}
-	if waker := il.p.workerOf(); waker != nil && waker != w {
-		w.th.Aim(waker.th) // the waker runs on: keep w off its CPU
+	// The waker runs on: keep w off its CPU. Not a seat a caller holds
+	// (join.go): the wake-up goes to the caller, and the thread it would
+	// aim sleeps on.
+	if waker := il.p.workerOf(); waker != nil && waker != w && w.route.Load() == nil {
+		w.th.Aim(waker.th)
 	}
 	w.wake()
 }

@@ -74,14 +74,33 @@ func (w *Worker) startLabels() {
 func (w *Worker) runUnder(s *observe.Set) {
 	if s != w.obs.labels {
 		w.obs.labels = s
+		if s == &callerLabels {
+			pprof.SetGoroutineLabels(w.out.ctx) // back to the caller's (join.go)
+			return
+		}
 		pprof.SetGoroutineLabels(w.labelsFor(s))
 	}
 }
 
+// madeLabels is the label set of a task made now by the task running on
+// w: the set w runs under; none under a caller's own labels, which only
+// its context (a loop's, a Group's) can give a task.
+func (w *Worker) madeLabels() *observe.Set {
+	if l := w.obs.labels; l != &callerLabels {
+		return l
+	}
+	return nil
+}
+
+// callerLabels stands, in Worker.labels, for the labels a caller from
+// outside on the worker's seat runs under (join.go): those of the call's
+// context. No task carries it.
+var callerLabels observe.Set
+
 // inherit gives t, made by the task running on w, that task's label set
 // if it has none of its own.
 func (w *Worker) inherit(t *task) {
-	if w.obs.labels != nil && t.labels == nil {
-		t.labels = w.obs.labels
+	if t.labels == nil {
+		t.labels = w.madeLabels()
 	}
 }

@@ -71,8 +71,9 @@ func (o *owners) move(w *Worker, old, now uintptr) {
 	o.m.Store(&m)
 }
 
-// workerOf returns the worker whose goroutine is calling, or nil when the
-// caller is not one of p's workers.
+// workerOf returns the worker whose goroutine is calling, or whose seat
+// the calling goroutine holds as a caller from outside (join.go); nil
+// when it is neither.
 func (p *sched) workerOf() *Worker {
 	m := p.byG.m.Load()
 	if m == nil {
@@ -81,7 +82,7 @@ func (p *sched) workerOf() *Worker {
 	if w := (*m)[goruntime.G()]; w != nil && !w.owner.ended.Load() {
 		return w
 	}
-	return nil
+	return p.callerOf()
 }
 
 // onWorker reports whether the calling goroutine is one of p's workers.

@@ -74,22 +74,37 @@ func TestGoexitCompletesWaiters(t *testing.T) {
 			return err
 		},
 	}
+	// The forms whose caller may join a worker's seat and run the function.
+	joins := map[string]bool{"Run": true, "Join/a": true, "Join/b": true, "Fork/b": true, "ParallelFor": true}
 	for _, spec := range []string{"1x1", "2x1"} {
 		for name, form := range forms {
 			t.Run(spec+"/"+name, func(t *testing.T) {
 				p := newTestPool(t, WithSpec(spec))
 				defer p.Close()
-				// From outside.
+				// From outside: the waiter gets ErrGoexit, unless the caller
+				// joined and ran the function itself, whose Goexit then ends
+				// the caller's goroutine (join.go); the pool goes on.
 				var err error
-				within(t, hangBound, name+" of a task that calls Goexit", func() { err = form(p, runtime.Goexit) })
-				if !errors.Is(err, ErrGoexit) {
+				var exited bool
+				within(t, hangBound, name+" of a task that calls Goexit", func() {
+					err, exited = callOutside(func() error { return form(p, runtime.Goexit) })
+				})
+				switch {
+				case exited && !joins[name]:
+					t.Errorf("from outside: the caller's goroutine ended, but %s never runs work on its caller", name)
+				case exited && p.Stats().Total.CallerRuns == 0:
+					t.Errorf("from outside: the caller's goroutine ended, and no caller ran a task")
+				case !exited && !errors.Is(err, ErrGoexit):
 					t.Errorf("from outside: %v, want ErrGoexit", err)
 				}
+				if _, err := Run(p, func(*Worker) (int, error) { return 1, nil }); err != nil {
+					t.Fatalf("a Run after: %v", err)
+				}
 				// From a task, which waits on its worker's stack: both it and
-				// its waiter end.
+				// its waiter end. A strict node's task runs on a worker.
 				var outer, reached error
 				within(t, hangBound, name+" inside a task", func() {
-					_, outer = Run(p, func(*Worker) (int, error) {
+					_, outer = Run(p.Node(p.Nodes()[0]).Strict(), func(*Worker) (int, error) {
 						reached = form(p, runtime.Goexit)
 						return 1, nil
 					})
@@ -147,12 +162,17 @@ func TestGoexitHandsOnTheJoinSlot(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	var bRan atomic.Int64
 	var err error
+	var exited bool
 	within(t, hangBound, "Run of a Join whose a calls Goexit", func() {
-		_, err = Run(p, func(w *Worker) (int, error) {
-			return 0, w.Join(func(*Worker) { runtime.Goexit() }, func(*Worker) { bRan.Add(1) })
+		err, exited = callOutside(func() error {
+			_, err := Run(p, func(w *Worker) (int, error) {
+				return 0, w.Join(func(*Worker) { runtime.Goexit() }, func(*Worker) { bRan.Add(1) })
+			})
+			return err
 		})
 	})
-	if !errors.Is(err, ErrGoexit) {
+	// A caller that joined ran a itself, and its goroutine ended (join.go).
+	if !exited && !errors.Is(err, ErrGoexit) {
 		t.Errorf("Run = %v, want ErrGoexit", err)
 	}
 	within(t, hangBound, "Close", func() { err = p.Close() })
@@ -203,7 +223,8 @@ func outsideCalls(p *Pool, calls int, done chan struct{}, wrong *atomic.Int64) {
 			_, _ = Run(p, func(w *Worker) (int, error) {
 				// A worker's thread runs only its goroutine: a function on
 				// another thread runs on a goroutine taken for the worker.
-				if place.ThreadID() != w.th.TID() {
+				// A caller that joined runs on its own thread (join.go).
+				if place.ThreadID() != w.th.TID() && !w.out.on {
 					wrong.Add(1)
 				}
 				return i, nil
@@ -420,4 +441,20 @@ func TestPanicWithoutHandlerCrashes(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "unhandled-boom") {
 		t.Errorf("child: %v\n%s", err, out)
 	}
+}
+
+// callOutside runs call on a goroutine of its own and returns what it
+// returned, or exited if it ended by runtime.Goexit instead: a caller
+// that joined a worker's seat ends so when the function it runs calls
+// Goexit (join.go).
+func callOutside(call func() error) (err error, exited bool) {
+	done := make(chan struct{})
+	exited = true
+	go func() {
+		defer close(done)
+		err = call()
+		exited = false
+	}()
+	<-done
+	return err, exited
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool/internal/observe"
 )
 
@@ -272,21 +273,56 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		defer end()
 	}
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}
+	blocks := p.split(n)
+	var seat *Worker // a caller from outside runs its node's block on a seat (join.go)
+	if w == nil {
+		if d := p.joinDomain(nil); d != nil && blocks[d.index].Hi > blocks[d.index].Lo {
+			if seat = p.join(d, ctx); seat != nil {
+				defer seat.leave()
+				w = seat
+				// The loop's share of the seat runs on one thread, as a
+				// worker's does: a goroutine locked for the loop.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				if len(p.domains) > 1 {
+					// Another node to drift to: the caller's thread keeps to
+					// the seat's CPUs for the loop, so that what it first
+					// touches lies on the node (join.go).
+					if cpus := seat.th.Bound(); !cpus.IsEmpty() {
+						if th, err := pin.Lock(cpus); err == nil {
+							defer func() { _ = th.Restore() }()
+						}
+					}
+				}
+			}
+		}
+	}
 	s.finished.w = w
 	s.remaining.Store(int64(n))
-	for i, b := range p.split(n) {
+	var mine *task
+	for i, b := range blocks {
 		if b.Hi == b.Lo {
 			continue
 		}
 		d := p.domains[i]
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
-		s.start(w, d, s.piece(b.Lo, b.Hi, d.index, time.Now(), true), b.Hi-b.Lo)
-		if w == nil {
+		t := s.piece(b.Lo, b.Hi, d.index, time.Now(), true)
+		if seat != nil && d == seat.domain {
+			mine = t
+		} else if seat != nil {
+			s.start(nil, d, t, b.Hi-b.Lo) // from outside, as the caller is
+		} else {
+			s.start(w, d, t, b.Hi-b.Lo)
+		}
+		if w == nil || seat != nil {
 			// The block splits at once: wake the node's other workers
 			// from here.
 			p.idle.wakeMore(d.index, min(len(d.workers), (b.Hi-b.Lo)/grain)-1)
 		}
+	}
+	if mine != nil {
+		seat.run(mine.item())
 	}
 	return s.wait(w)
 }

@@ -48,7 +48,13 @@ func (w *Worker) sleepParked(wakeAt time.Time) bool {
 			p.idle.unparkSelf(w)
 			return false
 		}
-		if !w.sleep(wakeAt) {
+		// Offered, the seat's fields are the caller's (join.go): the thread
+		// sleeps on what it read before.
+		ch, timer := w.wakeCh, &w.seek.keepTimer
+		w.seat.offer()
+		woke := sleepOn(ch, timer, wakeAt)
+		w.seat.reclaim(ch)
+		if !woke {
 			// A keep-off ended (soft.go): look at that node again.
 			w.unparkSelf()
 			w.hold()
@@ -138,24 +144,35 @@ func (w *Worker) awake(searching bool) {
 // while it keeps off a node would not look at that node again until new
 // work woke it, and a node with a backlog would be left without help.
 func (w *Worker) sleep(until time.Time) bool {
+	if w.out.on {
+		// A caller on the seat sleeps on its own channel and timer: the
+		// worker's thread sleeps on the worker's (join.go).
+		return sleepOn(w.out.wake, &w.out.timer, until)
+	}
+	return sleepOn(w.wakeCh, &w.seek.keepTimer, until)
+}
+
+// sleepOn is sleep on the token channel wakeCh, with *timer for a time
+// until (made at first use).
+func sleepOn(wakeCh chan struct{}, timer **time.Timer, until time.Time) bool {
 	if until.IsZero() {
-		<-w.wakeCh
+		<-wakeCh
 		return true
 	}
 	d := time.Until(until)
 	if d <= 0 {
 		return false
 	}
-	if w.seek.keepTimer == nil {
-		w.seek.keepTimer = time.NewTimer(d)
+	if *timer == nil {
+		*timer = time.NewTimer(d)
 	} else {
-		w.seek.keepTimer.Reset(d)
+		(*timer).Reset(d)
 	}
 	select {
-	case <-w.wakeCh:
-		w.seek.keepTimer.Stop()
+	case <-wakeCh:
+		(*timer).Stop()
 		return true
-	case <-w.seek.keepTimer.C:
+	case <-(*timer).C:
 		return false
 	}
 }
@@ -214,8 +231,12 @@ func (w *Worker) spin(l *latch) item {
 // wake gives the worker a wake-up token; a second one before it is used
 // is dropped (waking is idempotent).
 func (w *Worker) wake() {
+	ch := w.wakeCh
+	if r := w.route.Load(); r != nil {
+		ch = *r // a caller holds the seat (join.go)
+	}
 	select {
-	case w.wakeCh <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

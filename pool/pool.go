@@ -87,19 +87,23 @@ type Pool struct {
 // sched is the pool itself. Workers hold it, not the Pool the user holds,
 // so that the Pool can become unreachable while the workers run.
 type sched struct {
-	self       weak.Pointer[Pool] // the user's Pool, while it is reachable
-	cfg        config
-	topo       *topology.Topology
-	domains    []*domain
-	workers    []*Worker
-	layout     *steal.Layout
-	idle       idle
-	runnable   goruntime.Gauge // whether goroutines wait for a processor (internal/goruntime)
-	stash      stash           // task records to reuse (task.go)
-	labels     observe.Cache   // the label sets of tasks (labels.go)
-	byG        owners          // the workers by their goroutine (owner.go)
-	order      []int           // Submit's round robin over domains, weighted by size
-	cpuDomains [][]int         // per OS CPU, the domains whose CPUs hold it (callerDomain)
+	self     weak.Pointer[Pool] // the user's Pool, while it is reachable
+	cfg      config
+	topo     *topology.Topology
+	domains  []*domain
+	workers  []*Worker
+	layout   *steal.Layout
+	idle     idle
+	runnable goruntime.Gauge // whether goroutines wait for a processor (internal/goruntime)
+	stash    stash           // task records to reuse (task.go)
+	labels   observe.Cache   // the label sets of tasks (labels.go)
+	byG      owners          // the workers by their goroutine (owner.go)
+	// The callers from outside on workers' seats (join.go), for workerOf.
+	callers    [maxCallers]atomic.Pointer[Worker]
+	nCallers   atomic.Int32
+	callersHi  atomic.Int32 // callers[callersHi:] were never used
+	order      []int        // Submit's round robin over domains, weighted by size
+	cpuDomains [][]int      // per OS CPU, the domains whose CPUs hold it (callerDomain)
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	notes      []string // what a setting chose (the CPU kind), for Explain

@@ -41,15 +41,16 @@ type Counters struct {
 	Goexits              uint64 `json:"goexits"`                 // goroutines of the worker a task ended with runtime.Goexit, each replaced (worker.go)
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (worker.go)
 	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (internal/place/monitor.go)
+	CallerRuns           uint64 `json:"caller_runs"`             // tasks a caller from outside ran on the worker's seat while its thread slept (join.go); counted in TasksRun too
 }
 
-const nCounters = 21
+const nCounters = 22
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
 		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode,
 		&c.InjectPullsCrossNode, &c.TasksPulledCrossNode, &c.ChunksCrossNode, &c.CrossNodeSentHome,
-		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks, &c.Replans}
+		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks, &c.Replans, &c.CallerRuns}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.

@@ -51,7 +51,14 @@ type Worker struct {
 	// while it is parked.
 	handle  atomic.Pointer[Pool]
 	leaving atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
-	pub     published   // the counters for Stats, padded on both sides
+	// seat says who holds the worker's place in the scheduling while its
+	// thread sleeps: the thread itself, or a caller from outside that
+	// joined (join.go).
+	seat seat
+	// route is where a wake-up token goes while a caller holds the seat:
+	// the caller's channel; nil, the worker's own (wakeCh).
+	route atomic.Pointer[chan struct{}]
+	pub   published // the counters for Stats, padded on both sides
 
 	// Written by the owner only (owner's fields are atomic: others read
 	// them to tell the worker's goroutine).
@@ -62,6 +69,7 @@ type Worker struct {
 	fair     fairness  // when the next look starts at the node's shards
 	recs     recycler  // task records to reuse
 	obs      observing // labels and histograms
+	out      caller    // a caller from outside on the worker's seat (join.go)
 }
 
 // seekState is a worker's state while it looks for its next task (owner
@@ -470,6 +478,9 @@ func (w *Worker) run(it item) {
 		w.fair.busySince, w.fair.clockOn = time.Now(), true
 	}
 	w.c.TasksRun++
+	if w.out.on {
+		w.c.CallerRuns++
+	}
 	switch {
 	case t == nil && w.obs.labels == nil:
 		w.call(it.fn)
@@ -533,7 +544,7 @@ func (w *Worker) ranTask() {
 	if w.c.TasksRun%publishEvery == 0 {
 		w.publish()
 	}
-	if w.c.TasksRun%place.SpreadEvery == 0 {
+	if w.c.TasksRun%place.SpreadEvery == 0 { // a caller's thread is not the worker's
 		w.settle()
 	}
 }
@@ -661,6 +672,9 @@ func (w *Worker) replace() {
 // every place.SpreadEvery tasks: it checks its thread, takes up a
 // re-plan, then checks its CPU (place's spreading).
 func (w *Worker) settle() {
+	if w.out.on {
+		return // the caller's thread is not the worker's (join.go)
+	}
 	if relocked, err := w.th.KeepThread(); relocked {
 		if err != nil {
 			w.pool.noteDegraded(err)

@@ -1,0 +1,333 @@
+package pool
+
+import (
+	"context"
+	"runtime/trace"
+	"sync/atomic"
+	"time"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/goruntime"
+	"github.com/numapool/numapool/pool/internal/observe"
+)
+
+// The caller joins. A call from ordinary code that is about to wait for
+// its own work (Run on the pool or on the caller's node, ParallelFor)
+// runs that work itself, as oneTBB's external threads do in an arena and
+// as OpenMP's primary thread does in every parallel region, instead of
+// handing it to a worker whose thread sleeps: waking a parked thread
+// costs tens of microseconds, and a function call costs nanoseconds.
+//
+// The caller does not get a worker of its own. It takes the seat of a
+// worker of its node that is parked with nothing on its stack: for the
+// time of the call it is that worker (its ID, node, CPU, queue, LIFO and
+// join slots, PerWorker value and counters), while the worker's thread
+// goes on sleeping. The Go runtime does the same with a P: whichever
+// thread holds it runs its goroutines. So a pool never runs more of its
+// work at once than it has workers, a caller's spawns go to a queue that
+// the node's workers already steal from, and every *Worker a task sees
+// is one of the pool's Workers() (IDs stay in 0..Workers()-1).
+//
+// The rules:
+//
+//   - Only a caller that is not one of the pool's tasks joins, only for
+//     work that may run on the node of the CPU it runs on (the pool's
+//     work, a soft Node that is that node, the node's block of a loop),
+//     and only if that node has a worker parked with no task on its
+//     stack and the pool is running. Otherwise the work is handed off as
+//     before: queued, a worker woken, the caller waiting.
+//   - The caller runs the function, or its node's block of the loop, and
+//     when it waits for work others took (a Join's half, the loop's
+//     pieces, a nested loop) it runs the worker's loop as a waiting task
+//     does (runUntil): its own queue, the node's shards, steals, and a
+//     sleep through the idle protocol, registered as a parked waiter that
+//     notify may wake for the node's work. It must: work of the call may
+//     wait where only the node's workers look (a nested loop's block in
+//     the node's pinned shard), and the seat may be the node's only
+//     worker. So it may run other submitters' tasks meanwhile, as a
+//     worker would.
+//   - The caller sleeps on a channel and timer of its own (the seat's
+//     wake-ups are routed there while it holds it, Worker.route), never on
+//     the worker's, on which the worker's thread sleeps; the waker's Aim,
+//     which moves the woken worker's thread, leaves a lent seat's alone.
+//   - A Run's caller is not bound to the node's CPUs: binding and
+//     restoring a mask is two system calls, a microsecond or more, which
+//     is the cost the join saves. A loop's caller is locked to its thread
+//     for the loop, so that the seat's share runs on one thread as a
+//     worker's does, and in a pool of several nodes also bound to the
+//     seat's CPUs, its own mask put back after: a loop touches data, whose
+//     pages must lie on the node of its block. The worker's stop point
+//     (settle), which checks and moves the worker's thread, is skipped
+//     while a caller holds the seat. Worker.CPU is the seat's CPU.
+//   - The function of a Run runs under the caller's own pprof labels, as a
+//     call would; a task the caller runs meanwhile (a loop's piece, work
+//     it helps with while it waits) runs under the labels a worker would
+//     give it (its set, numapool.node and numapool.worker), and the caller
+//     leaves the call under the labels of the call's context (ParallelFor's
+//     ctx; none for Run). Tasks made by a Run's function carry no label
+//     set, as before, when a worker ran it.
+//   - A function that calls runtime.Goexit (as t.Fatal does) while the
+//     caller runs it ends the caller's goroutine, as calling it directly
+//     would; the seat is given back on the way out (the Join offer it
+//     held is queued). Work a worker runs keeps the rule of every waiter:
+//     its waiter gets ErrGoexit.
+//   - When the call ends, what it left queued stays in the seat's queue
+//     and the worker's thread is woken to run it; with nothing left, the
+//     seat is registered parked again, with the re-check every parker
+//     makes (idle.go, rule 3), and the thread sleeps on.
+//
+// Why the idle protocol holds (idle.go). Taking the seat is a wake-up
+// without a token: under the idle lock the worker leaves the sleepers'
+// lists counted unparked and not searching, as wakeWaiter takes a waiter
+// off for its latch. While lent it is an awake worker running a task,
+// and its caller keeps the protocol as a worker does (it searches, parks
+// and is woken through the same counters). Giving it back either parks
+// it as any parker does (toParked, then beforeSleep's re-check, so a task
+// stored meanwhile is seen by one side or the other), or leaves it
+// unparked and not searching and sends its thread a token; the thread
+// then wakes as a worker whose latch woke it. The lend may have marked the
+// seat woken to search (a notify that woke its caller); that search ended
+// with the caller's, so the mark is cleared before the thread reads it
+// (TestCallersCountedUnderLoad counts the searchers once the pool is
+// quiet).
+//
+// The seat's handshake. A worker's thread that sleeps in park offers its
+// seat (asleep) after everything it does before sleeping, and takes it
+// back (own) after it wakes; a caller lends an asleep seat (lent) with a
+// compare-and-swap, under the idle lock that takes it off the sleepers'
+// lists, and gives it back (asleep). The states are one word, so the
+// thread's writes before it offered happen before the caller's reads,
+// and the caller's writes before it gave back happen before the thread's
+// reads. A thread that wakes while its seat is lent (a stale token, a
+// keep-off's timer, Close waking everyone) marks it lentWoken and waits
+// on its token channel; the caller that gives back a lentWoken seat
+// sends it a token.
+type seat struct{ state atomic.Int32 }
+
+const (
+	seatOwn       int32 = iota // the worker's goroutine holds its place
+	seatAsleep                 // its thread sleeps in park; a caller may lend the seat
+	seatLent                   // a caller holds the seat
+	seatLentWoken              // a caller holds it, and the thread woke and waits for it
+)
+
+// maxCallers bounds the callers on seats at once, per pool: workerOf
+// scans their table (up to the highest entry used) for every call from
+// outside while any caller is on a seat. More callers hand off as before.
+const maxCallers = 64
+
+// offer makes the seat lendable: the thread is about to sleep and
+// touches none of the worker's fields until it reclaims. Owner only.
+func (s *seat) offer() { s.state.Store(seatAsleep) }
+
+// reclaim takes the seat back after the thread woke, waiting on wake for
+// a caller that holds it to give it back. Owner only.
+func (s *seat) reclaim(wake chan struct{}) {
+	for !s.state.CompareAndSwap(seatAsleep, seatOwn) {
+		if s.state.CompareAndSwap(seatLent, seatLentWoken) || s.state.Load() == seatLentWoken {
+			<-wake // the caller's token (or a stale one: look again)
+		}
+	}
+}
+
+// caller is what a worker keeps while a caller holds its seat (owner
+// only, the owner being the caller then).
+type caller struct {
+	on     bool            // a caller holds the seat
+	g      uintptr         // the worker's goroutine, given back at leave
+	labels *observe.Set    // the worker's label set, given back at leave
+	ctx    context.Context // the call's context, whose labels the caller runs under
+	wake   chan struct{}   // the caller's wake-up tokens (Worker.route); made at the first join
+	timer  *time.Timer     // the caller's keep-off timer (Worker.sleep)
+	slot   int             // its index in sched.callers
+}
+
+// joinTarget is what a target lets a caller from outside join for (ok):
+// the pool's work, and the domain it must run in (nil: any).
+func (p *Pool) joinTarget() (*sched, *domain, bool) { return p.sched, nil, true }
+
+// A soft node's work may run on its own node: a caller on that node
+// joins. Strict work runs only on the node's bound threads.
+func (n Node) joinTarget() (*sched, *domain, bool) {
+	return n.p.sched, n.d, n.err == nil && !n.strict
+}
+
+func (w *Worker) joinTarget() (*sched, *domain, bool) { return nil, nil, false }
+
+// joinDomain is the domain a caller from outside would join: the one
+// of the CPU it runs on (want, if not nil, must be it), with a worker
+// parked; nil if none.
+func (p *sched) joinDomain(want *domain) *domain {
+	cpu, _, err := pin.CurrentCPU()
+	if err != nil {
+		if len(p.domains) == 1 && want == nil {
+			return p.domains[0] // no getcpu (not Linux): one node, which the caller shares
+		}
+		return nil
+	}
+	if cpu < 0 || cpu >= len(p.cpuDomains) {
+		return nil
+	}
+	for _, i := range p.cpuDomains[cpu] {
+		d := p.domains[i]
+		if (want == nil || d == want) && d.sleeping.Load() > 0 {
+			return d
+		}
+	}
+	return nil
+}
+
+// join gives the calling goroutine the seat of a worker of d parked with
+// no task on its stack, and returns it; nil if there is none, or the
+// pool is not running. The caller must call leave.
+func (p *sched) join(d *domain, ctx context.Context) *Worker {
+	if d == nil || p.nCallers.Load() >= maxCallers {
+		return nil
+	}
+	il := &p.idle
+	il.mu.Lock()
+	if p.state.Load() != running {
+		il.mu.Unlock()
+		return nil
+	}
+	var w *Worker
+	s := il.sleepers[d.index]
+	for i := len(s) - 1; i >= 0; i-- { // the one that parked last first: its caches are warm
+		o := s[i]
+		if il.waiting[o.id] || !o.seat.state.CompareAndSwap(seatAsleep, seatLent) {
+			continue
+		}
+		il.sleepers[d.index] = append(s[:i], s[i+1:]...)
+		d.sleeping.Add(-1)
+		il.unmark(o)
+		il.searchWake[o.id] = false
+		il.unparked.Add(1) // awake and not searching, as a worker running a task
+		w = o
+		break
+	}
+	il.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.out.on = true
+	if w.out.wake == nil {
+		w.out.wake = make(chan struct{}, 1)
+	}
+	w.route.Store(&w.out.wake)
+	w.out.g = w.owner.g.Swap(goruntime.G())
+	w.out.labels = w.obs.labels
+	w.out.ctx = ctx
+	w.obs.labels = &callerLabels
+	p.addCaller(w)
+	return w
+}
+
+// leave gives the seat back: what the call left queued goes to the
+// worker's thread, which is woken for it; with nothing left the seat is
+// parked again (see above).
+func (w *Worker) leave() {
+	p := w.pool
+	p.removeCaller(w)
+	w.route.Store(nil)
+	select {
+	case <-w.out.wake: // a stale token: the next caller starts with none
+	default:
+	}
+	if w.obs.labels != &callerLabels {
+		w.runUnder(&callerLabels) // a task the caller ran set other labels
+	}
+	w.obs.labels = w.out.labels
+	w.owner.g.Store(w.out.g)
+	w.out.on, w.out.labels, w.out.g, w.out.ctx = false, nil, 0, nil
+	if t := w.joinSlot.Swap(nil); t != nil {
+		// Goexit ended the caller inside a Join: that Join will not take
+		// its offer back, so the offer is queued (as replace does).
+		w.push(t)
+	}
+	w.publish()
+	if w.lifo.Load() != nil || !w.local.IsEmpty() {
+		// Counted awake, not searching: the thread wakes to its queue.
+		// A notify that woke the caller meanwhile marked the seat woken
+		// to search, and the caller has ended that search: the thread
+		// must not take the mark for a search of its own.
+		p.idle.mu.Lock()
+		p.idle.searchWake[w.id] = false
+		p.idle.mu.Unlock()
+		w.seat.state.Store(seatAsleep)
+		w.wake()
+		return
+	}
+	w.handle.Store(nil) // parked, as an idle worker lets go of the user's Pool
+	recheck, allParked := p.idle.toParked(w, false, false)
+	p.beforeSleep(w.domain, recheck, allParked, nil)
+	// A thread woken while the seat was lent waits for a token; so does
+	// one whose pool stopped running meanwhile, whose wake-ups went to
+	// the caller (Close and Shutdown wake every worker to look).
+	if w.seat.state.Swap(seatAsleep) == seatLentWoken || p.state.Load() != running {
+		w.wake()
+	}
+}
+
+// addCaller records w's caller for workerOf.
+func (p *sched) addCaller(w *Worker) {
+	p.nCallers.Add(1)
+	for i := range p.callers {
+		if p.callers[i].CompareAndSwap(nil, w) {
+			w.out.slot = i
+			for hi := p.callersHi.Load(); int32(i) >= hi && !p.callersHi.CompareAndSwap(hi, int32(i)+1); hi = p.callersHi.Load() {
+			}
+			return
+		}
+	}
+	panic("pool: more callers joined than maxCallers") // join counts them first
+}
+
+func (p *sched) removeCaller(w *Worker) {
+	p.callers[w.out.slot].Store(nil)
+	p.nCallers.Add(-1)
+}
+
+// callerOf returns the seat the calling goroutine holds as a caller, nil
+// if none.
+func (p *sched) callerOf() *Worker {
+	if p.nCallers.Load() == 0 {
+		return nil
+	}
+	g := goruntime.G()
+	hi := int(p.callersHi.Load())
+	for i := range p.callers[:hi] {
+		if w := p.callers[i].Load(); w != nil && w.owner.g.Load() == g {
+			return w
+		}
+	}
+	return nil
+}
+
+// joinFor gives a caller from outside a seat for work sent to on, nil
+// where the rules above hand the work off instead.
+func joinFor(on Target) *Worker {
+	p, want, ok := on.joinTarget()
+	if !ok || p.state.Load() != running || p.workerOf() != nil {
+		return nil
+	}
+	return p.join(p.joinDomain(want), context.Background())
+}
+
+// runAsCaller is Run's work on the caller's seat w: fn runs on the calling
+// goroutine, a panic comes back as a *PanicError, and the seat is given
+// back however fn ends.
+func runAsCaller[T any](w *Worker, fn func(w *Worker) (T, error)) (v T, err error) {
+	defer w.leave()
+	if trace.IsEnabled() {
+		ctx, end := observe.Task(context.Background(), "numapool.Run")
+		defer end()
+		defer w.traceRegion(ctx).End()
+	}
+	w.c.TasksRun++
+	w.c.CallerRuns++
+	if perr := catch(w, func(w *Worker) { v, err = fn(w) }); perr != nil {
+		err = perr
+	}
+	w.c.Completed++
+	return v, err
+}
