@@ -370,3 +370,41 @@ func BenchmarkPingPongAnts(b *testing.B) {
 		<-done
 	}
 }
+
+// BenchmarkParallelForSmall is a small loop from outside, back to back: n
+// the number of workers, grain 1, an empty body (p50 and p99 of a call),
+// and, as the yardstick, a goroutine hand-off timed the same way.
+func BenchmarkParallelForSmall(b *testing.B) {
+	body := func(*Worker, int, int) error { return nil }
+	onLayouts(b, func(b *testing.B, p *Pool) {
+		n := p.Workers()
+		benchLatency(b, func() {
+			if err := p.ParallelFor(context.Background(), n, 1, body); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("goroutine", func(b *testing.B) {
+		done := make(chan struct{})
+		benchLatency(b, func() {
+			go func() { done <- struct{}{} }()
+			<-done
+		})
+	})
+}
+
+// benchLatency times b.N calls of call and reports their p50 and p99.
+func benchLatency(b *testing.B, call func()) {
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		call()
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}

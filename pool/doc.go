@@ -155,7 +155,7 @@
 // OpenMP's primary thread does in a parallel region, instead of waking a
 // sleeping worker's thread (tens of microseconds) and waiting for it:
 // Run on the pool or on a soft Node of the caller's node, and
-// ParallelFor's block for the caller's node. The caller takes the seat of
+// ParallelFor on a pool of one node. The caller takes the seat of
 // a worker of the node of the CPU it runs on that is parked with nothing
 // on its stack, and for the call it is that worker: the *Worker its
 // function gets is one of the pool's Workers() (ID, Node, CPU, Kind,
@@ -171,12 +171,12 @@
 // the pool's tasks (it uses its own worker), the node has no such worker
 // parked (every worker is busy, or waits inside a task), the caller runs
 // on a CPU outside the pool's nodes, the target is a Strict Node or
-// another node, or the call is Async, a Future's Wait, a Group's Wait or
-// MapReduce. A Run's caller is not bound to the node's CPUs, as binding
-// costs more than the join saves; a ParallelFor's caller is locked to its
-// thread for the loop and, in a pool of several nodes, bound to the
-// seat's CPUs, its own mask put back after, so that the pages its block
-// first touches lie on that node.
+// another node, the call is a ParallelFor on a pool of several nodes, or
+// it is Async, a Future's Wait, a Group's Wait or MapReduce. The caller's
+// thread is not bound to the node's CPUs, as binding costs more than the
+// join saves; that is why a loop, whose blocks must first touch their
+// pages on their nodes, joins only where there is one node. A
+// ParallelFor's caller is locked to its thread for the loop.
 //
 // What a caller sees that a worker does not: the function of a Run runs
 // under the caller's own pprof labels; and runtime.Goexit (t.Fatal) in

@@ -32,7 +32,7 @@ import (
 //
 //   - Only a caller that is not one of the pool's tasks joins, only for
 //     work that may run on the node of the CPU it runs on (the pool's
-//     work, a soft Node that is that node, the node's block of a loop),
+//     work, a soft Node that is that node, a loop of a pool of one node),
 //     and only if that node has a worker parked with no task on its
 //     stack and the pool is running. Otherwise the work is handed off as
 //     before: queued, a worker woken, the caller waiting.
@@ -50,15 +50,18 @@ import (
 //     wake-ups are routed there while it holds it, Worker.route), never on
 //     the worker's, on which the worker's thread sleeps; the waker's Aim,
 //     which moves the woken worker's thread, leaves a lent seat's alone.
-//   - A Run's caller is not bound to the node's CPUs: binding and
+//   - The caller's thread is not bound to the node's CPUs: binding and
 //     restoring a mask is two system calls, a microsecond or more, which
-//     is the cost the join saves. A loop's caller is locked to its thread
-//     for the loop, so that the seat's share runs on one thread as a
-//     worker's does, and in a pool of several nodes also bound to the
-//     seat's CPUs, its own mask put back after: a loop touches data, whose
-//     pages must lie on the node of its block. The worker's stop point
-//     (settle), which checks and moves the worker's thread, is skipped
-//     while a caller holds the seat. Worker.CPU is the seat's CPU.
+//     is the cost the join saves. So a loop joins only in a pool of one
+//     node: with several, the pages a node's block first touches must lie
+//     on that node, which takes the caller's thread bound for the loop and
+//     locked, and a locked caller that waits for the other nodes' blocks
+//     is woken as a thread, not as a goroutine; that measured slower than
+//     handing the blocks off (parallel.go). A loop's caller is locked to
+//     its thread for the loop, so that the seat's share runs on one
+//     thread, as a worker's does. The worker's stop point (settle), which
+//     checks and moves the worker's thread, is skipped while a caller
+//     holds the seat. Worker.CPU is the seat's CPU.
 //   - The function of a Run runs under the caller's own pprof labels, as a
 //     call would; a task the caller runs meanwhile (a loop's piece, work
 //     it helps with while it waits) runs under the labels a worker would

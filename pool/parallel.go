@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool/internal/observe"
 )
 
@@ -273,34 +272,25 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		defer end()
 	}
 	s := &forState{pool: p, body: body, grain: grain, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)}
-	blocks := p.split(n)
-	var seat *Worker // a caller from outside runs its node's block on a seat (join.go)
-	if w == nil {
-		if d := p.joinDomain(nil); d != nil && blocks[d.index].Hi > blocks[d.index].Lo {
-			if seat = p.join(d, ctx); seat != nil {
-				defer seat.leave()
-				w = seat
-				// The loop's share of the seat runs on one thread, as a
-				// worker's does: a goroutine locked for the loop.
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				if len(p.domains) > 1 {
-					// Another node to drift to: the caller's thread keeps to
-					// the seat's CPUs for the loop, so that what it first
-					// touches lies on the node (join.go).
-					if cpus := seat.th.Bound(); !cpus.IsEmpty() {
-						if th, err := pin.Lock(cpus); err == nil {
-							defer func() { _ = th.Restore() }()
-						}
-					}
-				}
-			}
+	// A caller from outside a pool of one node runs the loop on a seat
+	// (join.go). With several nodes it hands the blocks off: its thread
+	// would have to be locked and bound to the seat's node for the loop,
+	// so that the pages the block first touches lie there, and a locked
+	// caller that then waits for the other nodes' blocks is woken as a
+	// thread, not as a goroutine: slower than the hand-off.
+	var seat *Worker
+	if w == nil && len(p.domains) == 1 {
+		if seat = p.join(p.joinDomain(nil), ctx); seat != nil {
+			defer seat.leave()
+			// Its share runs on one thread, as a worker's does.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			w = seat
 		}
 	}
 	s.finished.w = w
 	s.remaining.Store(int64(n))
-	var mine *task
-	for i, b := range blocks {
+	for i, b := range p.split(n) {
 		if b.Hi == b.Lo {
 			continue
 		}
@@ -308,11 +298,7 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		// Hard affinity at the top level: the node's block starts on the
 		// node; the pieces it splits into may be stolen.
 		t := s.piece(b.Lo, b.Hi, d.index, time.Now(), true)
-		if seat != nil && d == seat.domain {
-			mine = t
-		} else if seat != nil {
-			s.start(nil, d, t, b.Hi-b.Lo) // from outside, as the caller is
-		} else {
+		if seat == nil {
 			s.start(w, d, t, b.Hi-b.Lo)
 		}
 		if w == nil || seat != nil {
@@ -320,9 +306,9 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 			// from here.
 			p.idle.wakeMore(d.index, min(len(d.workers), (b.Hi-b.Lo)/grain)-1)
 		}
-	}
-	if mine != nil {
-		seat.run(mine.item())
+		if seat != nil {
+			seat.run(t.item())
+		}
 	}
 	return s.wait(w)
 }
