@@ -155,7 +155,7 @@
 // OpenMP's primary thread does in a parallel region, instead of waking a
 // sleeping worker's thread (tens of microseconds) and waiting for it:
 // Run on the pool or on a soft Node of the caller's node, and
-// ParallelFor on a pool of one node. The caller takes the seat of
+// ParallelFor and MapReduce on a pool of one node. The caller takes the seat of
 // a worker of the node of the CPU it runs on that is parked with nothing
 // on its stack, and for the call it is that worker: the *Worker its
 // function gets is one of the pool's Workers() (ID, Node, CPU, Kind,
@@ -171,12 +171,16 @@
 // the pool's tasks (it uses its own worker), the node has no such worker
 // parked (every worker is busy, or waits inside a task), the caller runs
 // on a CPU outside the pool's nodes, the target is a Strict Node or
-// another node, the call is a ParallelFor on a pool of several nodes, or
-// it is Async, a Future's Wait, a Group's Wait or MapReduce. The caller's
+// another node, the call is a loop (ParallelFor, MapReduce) on a pool of
+// several nodes, or it is Async, a Future's Wait or a Group's Wait. A
+// caller joins only where what it runs first is the call's own work (the
+// function, the loop's block): a Future's or a Group's work is already
+// queued among others', and a waiter that joined would take whatever its
+// node has queued, and return only once that is done too. The caller's
 // thread is not bound to the node's CPUs, as binding costs more than the
 // join saves; that is why a loop, whose blocks must first touch their
-// pages on their nodes, joins only where there is one node. A
-// ParallelFor's caller is locked to its thread for the loop.
+// pages on their nodes, joins only where there is one node. A loop's
+// caller is locked to its thread for the loop.
 //
 // What a caller sees that a worker does not: the function of a Run runs
 // under the caller's own pprof labels; and runtime.Goexit (t.Fatal) in

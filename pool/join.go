@@ -36,6 +36,12 @@ import (
 //     and only if that node has a worker parked with no task on its
 //     stack and the pool is running. Otherwise the work is handed off as
 //     before: queued, a worker woken, the caller waiting.
+//   - Only calls whose own work is what the caller runs first join: Run
+//     (its function), ParallelFor and MapReduce (the node's block, a
+//     helper). A Future's or a Group's work is queued among others' by
+//     the time its Wait is called; a waiter that joined would take
+//     whatever its node has queued, and its Wait would return only once
+//     that, too, is done. Those waiters block as before.
 //   - The caller runs the function, or its node's block of the loop, and
 //     when it waits for work others took (a Join's half, the loop's
 //     pieces, a nested loop) it runs the worker's loop as a waiting task

@@ -50,13 +50,13 @@ func TestCallerJoinsRun(t *testing.T) {
 }
 
 // Callers from many goroutines at once join and leave seats while the
-// pool runs submitted work, loops and joins: every task runs exactly once,
-// and Close drains with no seat left lent.
+// pool runs submitted work, loops, reductions and joins: every task runs
+// exactly once, and Close drains with no seat left lent.
 func TestCallersCountedUnderLoad(t *testing.T) {
 	for _, spec := range []string{"1x1", "1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
 			p := newTestPool(t, WithSpec(spec))
-			const callers, calls = 8, 300
+			const callers, calls = 8, 400
 			var ran [callers][calls]atomic.Int32
 			var loops atomic.Int64
 			var wg sync.WaitGroup
@@ -65,7 +65,7 @@ func TestCallersCountedUnderLoad(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range calls {
-						switch i % 3 {
+						switch i % 4 {
 						case 0:
 							_, _ = Run(p, func(w *Worker) (int, error) {
 								return 0, w.Join(func(*Worker) { ran[c][i].Add(1) }, func(*Worker) {})
@@ -78,6 +78,16 @@ func TestCallersCountedUnderLoad(t *testing.T) {
 								loops.Add(int64(hi - lo))
 								return nil
 							})
+						case 2:
+							sum, err := MapReduce(context.Background(), p, 8, 1, func(w *Worker, lo, hi int) (int, error) {
+								if lo == 0 {
+									ran[c][i].Add(1)
+								}
+								return hi - lo, nil
+							}, func(a, b int) int { return a + b })
+							if sum != 8 || err != nil {
+								t.Errorf("MapReduce = %d, %v; want 8", sum, err)
+							}
 						default:
 							done := make(chan struct{})
 							_ = p.Submit(context.Background(), func(*Worker) { ran[c][i].Add(1); close(done) })
@@ -101,7 +111,7 @@ func TestCallersCountedUnderLoad(t *testing.T) {
 					}
 				}
 			}
-			if want := int64(callers * (calls / 3) * 8); loops.Load() != want {
+			if want := int64(callers * (calls / 4) * 8); loops.Load() != want {
 				t.Errorf("loops ran %d indexes, want %d", loops.Load(), want)
 			}
 			var err error

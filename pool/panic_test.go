@@ -75,7 +75,7 @@ func TestGoexitCompletesWaiters(t *testing.T) {
 		},
 	}
 	// The forms whose caller may join a worker's seat and run the function.
-	joins := map[string]bool{"Run": true, "Join/a": true, "Join/b": true, "Fork/b": true, "ParallelFor": true}
+	joins := map[string]bool{"Run": true, "Join/a": true, "Join/b": true, "Fork/b": true, "ParallelFor": true, "MapReduce": true}
 	for _, spec := range []string{"1x1", "2x1"} {
 		for name, form := range forms {
 			t.Run(spec+"/"+name, func(t *testing.T) {

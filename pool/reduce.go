@@ -301,7 +301,21 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 	}
 	l := &chunkLoop[T]{forState: forState{pool: p, ctx: ctx, done: make(chan struct{}), labels: p.labelsOf(ctx)},
 		mapper: mapper, combine: combine, blocks: make([]padded[chunkBlock[T]], len(p.domains))}
-	l.finished.w = w
+	// A caller from outside a pool of one node runs a helper on a seat,
+	// as ParallelFor's does (join.go, parallel.go).
+	var seat *Worker
+	if w == nil && len(p.domains) == 1 && chunks > 0 {
+		if seat = p.join(p.joinDomain(nil), ctx); seat != nil {
+			defer seat.leave()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+	}
+	if seat != nil {
+		l.finished.w = seat
+	} else {
+		l.finished.w = w
+	}
 	var helpers []*task
 	perDomain := make([]int, len(p.domains)) // helpers per domain
 	now := time.Now()
@@ -316,6 +330,11 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 		}
 	}
 	l.remaining.Store(int64(len(helpers)))
+	var mine *task // the seat's helper
+	if seat != nil {
+		mine, helpers = helpers[0], helpers[1:]
+		perDomain[0]--
+	}
 	for _, t := range helpers {
 		l.start(w, p.domains[t.home.domain()], t, 1)
 	}
@@ -325,6 +344,10 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 		for i, n := range perDomain {
 			p.idle.wakeMore(i, n-1)
 		}
+	}
+	if seat != nil {
+		seat.run(mine.item())
+		w = seat
 	}
 	return l, l.wait(w)
 }
