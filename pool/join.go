@@ -167,6 +167,14 @@ func (w *Worker) joinTarget() (*sched, *domain, bool) { return nil, nil, false }
 // of the CPU it runs on (want, if not nil, must be it), with a worker
 // parked; nil if none.
 func (p *sched) joinDomain(want *domain) *domain {
+	if p.onlyDomain {
+		// Every CPU the process had is the domain's: no need to ask where
+		// the caller runs (a system call, a good part of a join's cost).
+		if d := p.domains[0]; (want == nil || want == d) && d.sleeping.Load() > 0 {
+			return d
+		}
+		return nil
+	}
 	cpu, _, err := pin.CurrentCPU()
 	if err != nil {
 		if len(p.domains) == 1 && want == nil {

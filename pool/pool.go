@@ -104,6 +104,9 @@ type sched struct {
 	callersHi  atomic.Int32 // callers[callersHi:] were never used
 	order      []int        // Submit's round robin over domains, weighted by size
 	cpuDomains [][]int      // per OS CPU, the domains whose CPUs hold it (callerDomain)
+	// onlyDomain: one domain, whose CPUs held every CPU the process had at
+	// New, so a caller runs on one of them without asking (joinDomain).
+	onlyDomain bool
 	rr         atomic.Uint64
 	degraded   []string // what of the plan did not hold; under degradedMu once started
 	notes      []string // what a setting chose (the CPU kind), for Explain
@@ -178,6 +181,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p.order = weightedOrder(p.domains)
 	p.cpuDomains = cpuDomains(pl.Topo, p.domains)
+	p.onlyDomain = len(p.domains) == 1 && holdsAll(p.cpuDomains, rd.PC.Usable())
 	p.idle.init(p)
 
 	// Start the workers; each reports whether its placement held.
@@ -237,6 +241,16 @@ func cpuDomains(t *topology.Topology, domains []*domain) [][]int {
 		}
 	}
 	return by
+}
+
+// holdsAll reports whether every OS CPU of cpus is some domain's.
+func holdsAll(byCPU [][]int, cpus topology.CPUSet) bool {
+	for _, c := range cpus.List() {
+		if c >= len(byCPU) || len(byCPU[c]) == 0 {
+			return false
+		}
+	}
+	return !cpus.IsEmpty()
 }
 
 // weightedOrder lists domain indexes so that each appears as often as it
