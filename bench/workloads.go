@@ -43,6 +43,7 @@ func Workloads() []Workload {
 		}},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
+		{"blocking", "ms", false, "20,000 tasks submitted from one goroutine, each 10µs of compute, every tenth blocked 1ms in a system call (nanosleep) first", runBlocking},
 	}
 }
 
@@ -486,4 +487,29 @@ func runPipeline(r *runner, s float64, perChunk int) (float64, map[string]float6
 		r.wait()
 	}
 	return float64(chunks*perChunk) / since(start) * 1e3, nil, nil
+}
+
+// runBlocking is a pipeline stage whose tasks now and then wait in the
+// kernel (a read, a call to a service): a pool whose workers are locked to
+// their threads waits with them, goroutines do not.
+func runBlocking(r *runner, s float64) (float64, map[string]float64, error) {
+	const compute, blocked = 10 * time.Microsecond, time.Millisecond
+	n := scaled(20_000, s)
+	var sink atomic.Int64
+	work := func() {
+		x := int64(0)
+		for t := time.Now(); time.Since(t) < compute; x++ {
+		}
+		sink.Add(x)
+	}
+	start := time.Now()
+	for i := range n {
+		if i%10 == 9 {
+			r.submit(func() { blockIn(blocked); work() })
+		} else {
+			r.submit(work)
+		}
+	}
+	r.wait()
+	return since(start) / 1e6, nil, nil
 }
