@@ -182,13 +182,17 @@
 // pages on their nodes, joins only where there is one node. A loop's
 // caller is locked to its thread for the loop.
 //
-// What a caller sees that a worker does not: the function of a Run runs
-// under the caller's own pprof labels; and runtime.Goexit (t.Fatal) in
-// work the caller runs ends the caller's goroutine, as calling that
-// function directly would, where work a worker runs gives its waiter
-// ErrGoexit. join.go states the seat's handshake and argues why no task
-// and no wake-up is lost. Tests: TestCallerJoinsRun,
-// TestCallersCountedUnderLoad.
+// What a caller sees that a worker does not: a Run's caller runs its
+// function, and what it helps with while it waits, under its own pprof
+// labels; before it runs work it took from its node's queues or another
+// worker (strict work among it), its thread is bound to the seat's CPUs
+// until the call ends; and runtime.Goexit (t.Fatal) in work the caller
+// runs ends the caller's goroutine, as calling that function directly
+// would, where work a worker runs gives its waiter ErrGoexit. join.go
+// states the seat's handshake and argues why no task and no wake-up is
+// lost. Tests: TestCallerJoinsRun, TestCallersCountedUnderLoad,
+// TestCallersAtTheCap, TestCallerRunsStrictWorkOnItsNode,
+// TestCallerKeepsThePoolOpen, TestCallerKeepsItsLabels.
 //
 // # Observing a pool
 //

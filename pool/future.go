@@ -108,7 +108,9 @@ func Run[T any](on Target, fn func(w *Worker) (T, error)) (T, error) {
 	}
 	if fn != nil {
 		if w := joinFor(on); w != nil {
-			return runAsCaller(w, fn)
+			v, err := runAsCaller(w, fn)
+			runtime.KeepAlive(on) // the caller's Pool stays open while fn runs
+			return v, err
 		}
 	}
 	return async(on, fn, "numapool.Run").Wait()

@@ -56,9 +56,14 @@ import (
 //     wake-ups are routed there while it holds it, Worker.route), never on
 //     the worker's, on which the worker's thread sleeps; the waker's Aim,
 //     which moves the woken worker's thread, leaves a lent seat's alone.
-//   - The caller's thread is not bound to the node's CPUs: binding and
-//     restoring a mask is two system calls, a microsecond or more, which
-//     is the cost the join saves. So a loop joins only in a pool of one
+//   - The caller's thread is not bound to the node's CPUs for the call's
+//     own work: binding and restoring a mask is two system calls, a
+//     microsecond or more, which is the cost the join saves. Work it takes
+//     while it waits, from the node's shards or another worker, may be
+//     strict or a loop's piece, which must run on the node's CPUs: before
+//     the first of it the caller's thread is locked and bound to the
+//     seat's CPUs, for the rest of the call (bindCaller), and gets its own
+//     mask back when the call ends. So a loop joins only in a pool of one
 //     node: with several, the pages a node's block first touches must lie
 //     on that node, which takes the caller's thread bound for the loop and
 //     locked, and a locked caller that waits for the other nodes' blocks
@@ -68,13 +73,17 @@ import (
 //     thread, as a worker's does. The worker's stop point (settle), which
 //     checks and moves the worker's thread, is skipped while a caller
 //     holds the seat. Worker.CPU is the seat's CPU.
-//   - The function of a Run runs under the caller's own pprof labels, as a
-//     call would; a task the caller runs meanwhile (a loop's piece, work
-//     it helps with while it waits) runs under the labels a worker would
-//     give it (its set, numapool.node and numapool.worker), and the caller
-//     leaves the call under the labels of the call's context (ParallelFor's
-//     ctx; none for Run). Tasks made by a Run's function carry no label
-//     set, as before, when a worker ran it.
+//   - A Run's caller runs under its own pprof labels throughout, the
+//     function and whatever it helps with while it waits: Go offers no way
+//     to read a goroutine's labels, so none it changed could be put back.
+//     A loop's caller runs its pieces under the labels a worker would give
+//     them (the loop's set, numapool.node and numapool.worker) and leaves
+//     under the labels of the loop's context (what pprof.Do gives). Tasks
+//     made by a Run's function carry no label set, as when a worker ran
+//     it.
+//   - While a caller holds a seat the worker counts as awake: it keeps the
+//     user's Pool reachable (hold), so that a dropped Pool is not closed
+//     under the call, and Stats counts it busy.
 //   - A function that calls runtime.Goexit (as t.Fatal does) while the
 //     caller runs it ends the caller's goroutine, as calling it directly
 //     would; the seat is given back on the way out (the Join offer it
@@ -145,7 +154,8 @@ type caller struct {
 	on     bool            // a caller holds the seat
 	g      uintptr         // the worker's goroutine, given back at leave
 	labels *observe.Set    // the worker's label set, given back at leave
-	ctx    context.Context // the call's context, whose labels the caller runs under
+	ctx    context.Context // the loop's context, whose labels the caller leaves under; nil for Run
+	bound  *pin.Thread     // the caller's thread while bound to the seat's CPUs (bindCaller)
 	wake   chan struct{}   // the caller's wake-up tokens (Worker.route); made at the first join
 	timer  *time.Timer     // the caller's keep-off timer (Worker.sleep)
 	slot   int             // its index in sched.callers
@@ -198,13 +208,18 @@ func (p *sched) joinDomain(want *domain) *domain {
 // no task on its stack, and returns it; nil if there is none, or the
 // pool is not running. The caller must call leave.
 func (p *sched) join(d *domain, ctx context.Context) *Worker {
-	if d == nil || p.nCallers.Load() >= maxCallers {
+	if d == nil {
+		return nil
+	}
+	if p.nCallers.Add(1) > maxCallers { // a place in callers, taken before the seat
+		p.nCallers.Add(-1)
 		return nil
 	}
 	il := &p.idle
 	il.mu.Lock()
 	if p.state.Load() != running {
 		il.mu.Unlock()
+		p.nCallers.Add(-1)
 		return nil
 	}
 	var w *Worker
@@ -224,6 +239,7 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 	}
 	il.mu.Unlock()
 	if w == nil {
+		p.nCallers.Add(-1)
 		return nil
 	}
 	w.out.on = true
@@ -235,6 +251,7 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 	w.out.labels = w.obs.labels
 	w.out.ctx = ctx
 	w.obs.labels = &callerLabels
+	w.hold() // the user's Pool stays reachable while the seat is busy, as an awake worker keeps it
 	p.addCaller(w)
 	return w
 }
@@ -244,6 +261,11 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 // parked again (see above).
 func (w *Worker) leave() {
 	p := w.pool
+	if w.out.bound != nil {
+		_ = w.out.bound.Restore() // on error the caller's goroutine stays locked: its thread never returns narrowed
+		w.out.bound = nil
+	}
+	w.stopClock() // a caller that Goexited in a task left it running
 	p.removeCaller(w)
 	w.route.Store(nil)
 	select {
@@ -271,7 +293,7 @@ func (w *Worker) leave() {
 		p.idle.searchWake[w.id] = false
 		p.idle.mu.Unlock()
 		w.seat.state.Store(seatAsleep)
-		w.wake()
+		w.wakeThread()
 		return
 	}
 	w.handle.Store(nil) // parked, as an idle worker lets go of the user's Pool
@@ -281,13 +303,13 @@ func (w *Worker) leave() {
 	// one whose pool stopped running meanwhile, whose wake-ups went to
 	// the caller (Close and Shutdown wake every worker to look).
 	if w.seat.state.Swap(seatAsleep) == seatLentWoken || p.state.Load() != running {
-		w.wake()
+		w.wakeThread()
 	}
 }
 
-// addCaller records w's caller for workerOf.
+// addCaller records w's caller for workerOf, in the place join counted
+// in nCallers.
 func (p *sched) addCaller(w *Worker) {
-	p.nCallers.Add(1)
 	for i := range p.callers {
 		if p.callers[i].CompareAndSwap(nil, w) {
 			w.out.slot = i
@@ -296,7 +318,7 @@ func (p *sched) addCaller(w *Worker) {
 			return
 		}
 	}
-	panic("pool: more callers joined than maxCallers") // join counts them first
+	panic("pool: more callers joined than maxCallers") // join counted its place before it lent the seat
 }
 
 func (p *sched) removeCaller(w *Worker) {
@@ -327,7 +349,7 @@ func joinFor(on Target) *Worker {
 	if !ok || p.state.Load() != running || p.workerOf() != nil {
 		return nil
 	}
-	return p.join(p.joinDomain(want), context.Background())
+	return p.join(p.joinDomain(want), nil) // nil: no context, the caller's labels stay (run)
 }
 
 // runAsCaller is Run's work on the caller's seat w: fn runs on the calling
@@ -347,4 +369,31 @@ func runAsCaller[T any](w *Worker, fn func(w *Worker) (T, error)) (v T, err erro
 	}
 	w.c.Completed++
 	return v, err
+}
+
+// wakeThread sends the worker's thread a token on its own channel, past
+// any routing: the seat is being given back, and another caller may lend
+// it at once.
+func (w *Worker) wakeThread() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// bindCaller binds a caller's thread to the seat's CPUs, for the rest of
+// the call, before it runs work it took from its node's shards or from
+// another worker while it waits: that may be a strict task or a loop's
+// piece, which must run on the node's CPUs. Its own work (the function,
+// what it spawned) runs wherever the caller is. Where the seat's node
+// holds every CPU of the process (onlyDomain) there is nothing to bind.
+func (w *Worker) bindCaller() {
+	if w.out.bound != nil || w.pool.onlyDomain {
+		return
+	}
+	if cpus := w.th.Bound(); !cpus.IsEmpty() {
+		if th, err := pin.Lock(cpus); err == nil {
+			w.out.bound = th
+		}
+	}
 }

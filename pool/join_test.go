@@ -3,11 +3,16 @@ package pool
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool/internal/goruntime"
+	"github.com/numapool/numapool/topology"
 )
 
 // A Run from outside on a pool with a parked worker runs on the caller's
@@ -53,9 +58,19 @@ func TestCallerJoinsRun(t *testing.T) {
 // pool runs submitted work, loops, reductions and joins: every task runs
 // exactly once, and Close drains with no seat left lent.
 func TestCallersCountedUnderLoad(t *testing.T) {
-	for _, spec := range []string{"1x1", "1x2", "2x2"} {
-		t.Run(spec, func(t *testing.T) {
-			p := newTestPool(t, WithSpec(spec))
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"1x1", []Option{WithSpec("1x1")}},
+		{"1x2", []Option{WithSpec("1x2")}},
+		{"2x2", []Option{WithSpec("2x2")}},
+		{"1x2/sleeps-at-once", []Option{WithSpec("1x2"), WithBlockTime(0)}},
+		{"2x2/never-sleeps", []Option{WithSpec("2x2"), WithBlockTime(-1)}},
+		{"2x2/goroutines", []Option{WithSpec("2x2"), WithBinding(pin.Goroutines)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newTestPool(t, c.opts...)
 			const callers, calls = 8, 400
 			var ran [callers][calls]atomic.Int32
 			var loops atomic.Int64
@@ -100,9 +115,11 @@ func TestCallersCountedUnderLoad(t *testing.T) {
 			// Quiet again, every seat is back and parked, and the idle
 			// counts balance: a seat's return that left a search counted
 			// (or uncounted) shows here.
-			parkAll(t, p)
-			if s := p.idle.searching.Load(); s != 0 {
-				t.Errorf("every worker parked with the searching count at %d: %s", s, idleState{p.sched})
+			if p.startsParked() { // a pool that never sleeps never parks
+				parkAll(t, p)
+				if s := p.idle.searching.Load(); s != 0 {
+					t.Errorf("every worker parked with the searching count at %d: %s", s, idleState{p.sched})
+				}
 			}
 			for c := range callers {
 				for i := range calls {
@@ -139,4 +156,164 @@ func (s idleState) String() string {
 		out += fmt.Sprintf("; worker %d: parked %v waiting %v seat %d queue empty %v lifo %v join %v", w.id, p.idle.parked[w.id], p.idle.waiting[w.id], w.seat.state.Load(), w.stealer.IsEmpty(), w.lifo.Load() != nil, w.joinSlot.Load() != nil)
 	}
 	return out
+}
+
+// Callers racing for the last places in the callers' table: join counts a
+// place before it lends a seat, so none is lent without one (a place
+// counted after the lend let two callers both take the 64th, and the
+// second panicked with its seat lent for good: Close hung).
+func TestCallersAtTheCap(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x80"))
+	parkAll(t, p)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(2 * time.Second)
+	var joined atomic.Int64
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				_, _ = Run(p, func(w *Worker) (int, error) {
+					if w.out.on {
+						joined.Add(1)
+					}
+					time.Sleep(50 * time.Microsecond)
+					return 0, nil
+				})
+			}
+		}()
+	}
+	within(t, 4*hangBound, "the callers", wg.Wait, idleState{p.sched})
+	if joined.Load() == 0 {
+		t.Fatal("no caller joined")
+	}
+	if n := p.nCallers.Load(); n != 0 {
+		t.Errorf("%d callers counted after every call returned", n)
+	}
+	var err error
+	within(t, hangBound, "Close", func() { err = p.Close() }, idleState{p.sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Strict work a caller takes while it waits inside its call runs on the
+// node's CPUs: the caller's thread is bound to its seat's first, and gets
+// its own mask back when the call ends. In a 2x1 pool the seat is its
+// node's only worker, so the strict task must run on the caller.
+func TestCallerRunsStrictWorkOnItsNode(t *testing.T) {
+	onThreads(t)
+	process, err := topology.ThreadAffinity(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	p := newTestPool(t, WithSpec("2x1"))
+	parkAll(t, p)
+	var joined, onCaller bool
+	var mask, bound topology.CPUSet
+	_, err = Run(p, func(w *Worker) (int, error) {
+		joined = w.out.on
+		f := Async(p.Node(w.Node()).Strict(), func(w *Worker) (int, error) {
+			onCaller = w.out.on
+			mask, _ = topology.ThreadAffinity(0)
+			bound = w.th.Bound()
+			return 0, nil
+		})
+		return f.Wait()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !joined {
+		t.Skip("the caller did not join (its CPU's node had no parked worker)")
+	}
+	if !onCaller {
+		t.Fatal("the strict task of the seat's node ran elsewhere, but the seat is the node's only worker")
+	}
+	if bound.IsEmpty() || !mask.Equal(bound) {
+		t.Errorf("the strict task ran on the caller's thread with mask %s, want the seat's %s", mask, bound)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
+		t.Errorf("after the call and Close, threads narrowed from %s: %v", process, bad)
+	}
+}
+
+// A Run's caller keeps the user's Pool reachable while its function runs,
+// as a Future and an awake worker do: the cleanup of a dropped Pool must
+// not close it under the function.
+func TestCallerKeepsThePoolOpen(t *testing.T) {
+	for range 50 {
+		var s *sched
+		var joined, closedDuring bool
+		var submitErr error
+		func() {
+			p := newTestPool(t, WithSpec("1x2"))
+			parkAll(t, p)
+			s = p.sched
+			_, _ = Run(p, func(w *Worker) (int, error) {
+				if joined = w.out.on; !joined {
+					return 0, nil
+				}
+				for range 5 {
+					runtime.GC()
+					time.Sleep(time.Millisecond)
+				}
+				closedDuring = s.state.Load() != running
+				h := w.Pool()
+				done := make(chan error)
+				go func() { done <- h.Submit(context.Background(), func(*Worker) {}) }()
+				submitErr = <-done
+				return 0, nil
+			})
+		}()
+		if !joined {
+			continue
+		}
+		if closedDuring || submitErr != nil {
+			t.Errorf("the pool closed while Run's function ran: %v; a Submit from it: %v", closedDuring, submitErr)
+		}
+		return
+	}
+	t.Skip("never joined")
+}
+
+// A Run's function runs under the caller's own pprof labels before and
+// after a wait inside it in which the caller ran other work.
+func TestCallerKeepsItsLabels(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
+	parkAll(t, p)
+	// The other worker is busy, so the caller runs its own Async.
+	release, started := make(chan struct{}), make(chan struct{})
+	blocker := Async(p.Node(p.Nodes()[0]).Strict(), func(*Worker) (int, error) { close(started); <-release; return 0, nil })
+	<-started
+	defer func() { close(release); _, _ = blocker.Wait() }()
+	for range 1000 {
+		before, after := newLabelProbe(), newLabelProbe()
+		joined := make(chan bool, 1)
+		go pprof.Do(context.Background(), pprof.Labels("who", "caller"), func(context.Context) {
+			_, _ = Run(p, func(w *Worker) (int, error) {
+				joined <- w.out.on
+				if !w.out.on {
+					return 0, nil
+				}
+				labelProbeBlocked(before)
+				_, _ = Async(w.Pool(), func(*Worker) (int, error) { return 1, nil }).Wait()
+				labelProbeBlocked(after)
+				return 0, nil
+			})
+		})
+		if !<-joined {
+			continue
+		}
+		if b, a := before.labels(t), after.labels(t); b["who"] != "caller" || a["who"] != "caller" {
+			t.Errorf("Run's function ran under %v, and after a wait inside under %v; want who=caller both times", b, a)
+		}
+		return
+	}
+	t.Skip("never joined")
 }

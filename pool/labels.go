@@ -75,7 +75,9 @@ func (w *Worker) runUnder(s *observe.Set) {
 	if s != w.obs.labels {
 		w.obs.labels = s
 		if s == &callerLabels {
-			pprof.SetGoroutineLabels(w.out.ctx) // back to the caller's (join.go)
+			if w.out.ctx != nil { // a loop's caller; a Run's never changes its labels (join.go)
+				pprof.SetGoroutineLabels(w.out.ctx)
+			}
 			return
 		}
 		pprof.SetGoroutineLabels(w.labelsFor(s))

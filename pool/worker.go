@@ -326,6 +326,9 @@ func (w *Worker) fromPinned() item {
 	if !ok {
 		return item{}
 	}
+	if w.out.on {
+		w.bindCaller()
+	}
 	w.c.InjectPulls++
 	return it.taken()
 }
@@ -348,6 +351,9 @@ func (w *Worker) fromShard(d *domain, n int) item {
 	items := d.inject.PopN(w.seek.items[:0], max(n, 1))
 	if len(items) == 0 {
 		return item{}
+	}
+	if w.out.on {
+		w.bindCaller()
 	}
 	if d == w.domain {
 		w.c.InjectPulls++
@@ -440,6 +446,9 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 	if !ok {
 		return item{}
 	}
+	if w.out.on {
+		w.bindCaller()
+	}
 	if v.Domain == w.domain.index {
 		w.c.StealsInNode++
 		w.c.TasksStolenInNode += n
@@ -488,6 +497,17 @@ func (w *Worker) run(it item) {
 		t.job.run(w)
 		if t.plain {
 			w.reuse(t)
+		}
+	case w.out.on && w.out.ctx == nil:
+		// A Run's caller runs what it helps with under its own labels,
+		// which nothing could put back after (join.go).
+		if t == nil {
+			w.call(it.fn)
+		} else {
+			t.job.run(w)
+			if t.plain {
+				w.reuse(t)
+			}
 		}
 	default:
 		// Labels to set or put back, or a sampled task (histogram.go).
