@@ -86,14 +86,7 @@ func (w *Worker) observed(it item, t *task) {
 		start = time.Now()
 		w.obs.lat.Wait.Add(w.pool.clock(start) - at)
 	}
-	if t == nil {
-		w.call(it.fn)
-	} else {
-		t.job.run(w)
-		if t.plain {
-			w.reuse(t)
-		}
-	}
+	w.runItem(it, t)
 	if at != 0 {
 		w.obs.lat.Run.Add(int64(time.Since(start)))
 		w.obs.lat.Changed = true

@@ -494,27 +494,34 @@ func (w *Worker) run(it item) {
 	case t == nil && w.obs.labels == nil:
 		w.call(it.fn)
 	case t != nil && t.labels == w.obs.labels && t.at == 0:
-		t.job.run(w)
-		if t.plain {
-			w.reuse(t)
-		}
+		w.runTask(t)
 	case w.out.on && w.out.ctx == nil:
 		// A Run's caller runs what it helps with under its own labels,
 		// which nothing could put back after (join.go).
-		if t == nil {
-			w.call(it.fn)
-		} else {
-			t.job.run(w)
-			if t.plain {
-				w.reuse(t)
-			}
-		}
+		w.runItem(it, t)
 	default:
 		// Labels to set or put back, or a sampled task (histogram.go).
 		w.observed(it, t)
 	}
 	w.c.Completed++
 	w.ranTask()
+}
+
+// runTask runs t's job and gives a plain record back to w's list.
+func (w *Worker) runTask(t *task) {
+	t.job.run(w)
+	if t.plain {
+		w.reuse(t)
+	}
+}
+
+// runItem runs it: its task t, or its function where it has no record.
+func (w *Worker) runItem(it item, t *task) {
+	if t == nil {
+		w.call(it.fn)
+	} else {
+		w.runTask(t)
+	}
 }
 
 // taskOf returns the item's task record (nil for a plain task queued as its
