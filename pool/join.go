@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"runtime"
 	"runtime/trace"
 
 	"github.com/numapool/numapool/pin"
@@ -343,4 +344,27 @@ func (w *Worker) bindCaller() {
 			w.out.bound = th
 		}
 	}
+}
+
+// joinLoop gives a caller from outside a pool of one node a seat for a
+// loop (ParallelFor, MapReduce), its goroutine locked to its thread so
+// that the seat's share runs on one thread, as a worker's does; nil where
+// the loop is handed off (parallel.go says why, for several nodes). The
+// caller calls leaveLoop when the loop ends.
+func (p *sched) joinLoop(ctx context.Context) *Worker {
+	if len(p.domains) != 1 {
+		return nil
+	}
+	w := p.join(p.joinDomain(nil), ctx)
+	if w != nil {
+		runtime.LockOSThread()
+	}
+	return w
+}
+
+// leaveLoop ends joinLoop's seat: the caller's goroutine is unlocked and
+// the seat given back.
+func (w *Worker) leaveLoop() {
+	runtime.UnlockOSThread()
+	w.leave()
 }

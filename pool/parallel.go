@@ -279,12 +279,9 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 	// caller that then waits for the other nodes' blocks is woken as a
 	// thread, not as a goroutine: slower than the hand-off.
 	var seat *Worker
-	if w == nil && len(p.domains) == 1 {
-		if seat = p.join(p.joinDomain(nil), ctx); seat != nil {
-			defer seat.leave()
-			// Its share runs on one thread, as a worker's does.
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+	if w == nil {
+		if seat = p.joinLoop(ctx); seat != nil {
+			defer seat.leaveLoop()
 			w = seat
 		}
 	}

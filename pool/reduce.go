@@ -304,11 +304,9 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 	// A caller from outside a pool of one node runs a helper on a seat,
 	// as ParallelFor's does (join.go, parallel.go).
 	var seat *Worker
-	if w == nil && len(p.domains) == 1 && chunks > 0 {
-		if seat = p.join(p.joinDomain(nil), ctx); seat != nil {
-			defer seat.leave()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+	if w == nil && chunks > 0 {
+		if seat = p.joinLoop(ctx); seat != nil {
+			defer seat.leaveLoop()
 		}
 	}
 	if seat != nil {
