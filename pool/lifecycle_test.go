@@ -2247,7 +2247,15 @@ func TestShutdownErrorWhenWorkersSeeTheDeadlineFirst(t *testing.T) {
 		_ = p.Submit(context.Background(), func(*Worker) {})
 	}
 	ctx := &lateCtx{Context: context.Background(), deadline: time.Now(), done: make(chan struct{})}
-	close(release) // the worker returns to find the deadline passed
+	go func() {
+		// Once Shutdown has set its deadline, the worker returns to find it
+		// passed. Released before, it could run the queue empty first on a
+		// loaded machine, leaving Shutdown nothing to drop.
+		for p.deadline.Load() == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		close(release)
+	}()
 	time.AfterFunc(30*time.Millisecond, func() { close(ctx.done) })
 	var n int
 	var err, ctxErr error
