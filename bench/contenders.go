@@ -222,4 +222,18 @@ func (r *runner) submit(fn func()) {
 	}
 }
 
+// submitBlocking submits a task that runs block, which blocks its
+// thread, and then then: on numapool marked with Worker.Block, as the
+// package documents for work that blocks.
+func (r *runner) submitBlocking(block, then func()) {
+	if r.c.kind != kindNumapool {
+		r.submit(func() { block(); then() })
+		return
+	}
+	r.wg.Add(1)
+	if err := r.p.Submit(context.Background(), func(w *pool.Worker) { defer r.wg.Done(); w.Block(block); then() }); err != nil {
+		panic(err)
+	}
+}
+
 func (r *runner) wait() { r.wg.Wait() }

@@ -43,7 +43,7 @@ func Workloads() []Workload {
 		}},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
-		{"blocking", "ms", false, "20,000 tasks submitted from one goroutine, each 10µs of compute, every tenth blocked 1ms in a system call (nanosleep) first", runBlocking},
+		{"blocking", "ms", false, "20,000 tasks submitted from one goroutine, each 10µs of compute, every tenth blocked 1ms in a system call (nanosleep) first, marked on numapool (Worker.Block)", runBlocking},
 	}
 }
 
@@ -505,7 +505,7 @@ func runBlocking(r *runner, s float64) (float64, map[string]float64, error) {
 	start := time.Now()
 	for i := range n {
 		if i%10 == 9 {
-			r.submit(func() { blockIn(blocked); work() })
+			r.submitBlocking(func() { blockIn(blocked) }, work)
 		} else {
 			r.submit(work)
 		}

@@ -408,3 +408,68 @@ func benchLatency(b *testing.B, call func()) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
+
+// Work that blocks (spare.go): 2,000 tasks submitted from one goroutine,
+// each 10µs of compute, every tenth blocked 1ms first, in time.Sleep
+// (the Go runtime sees it: the thread's processor goes on at once) or in
+// nanosleep (it does not: the runtime's monitor takes the processor back
+// after 20µs to 10ms); ns/op is per task. marked wraps the wait in
+// Worker.Block, unmarked does not, goroutine starts one goroutine per
+// task.
+func BenchmarkBlocking(b *testing.B) {
+	const n, compute, blocked = 2000, 10 * time.Microsecond, time.Millisecond
+	for _, kind := range []struct {
+		name  string
+		block func()
+	}{
+		{"sleep", func() { time.Sleep(blocked) }},
+		{"nanosleep", func() { sleepInKernel(blocked) }},
+	} {
+		run := func(b *testing.B, submit func(wg *sync.WaitGroup, i int)) {
+			for range b.N {
+				var wg sync.WaitGroup
+				wg.Add(n)
+				for i := range n {
+					submit(&wg, i)
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/task")
+		}
+		b.Run(kind.name+"/marked", func(b *testing.B) {
+			p := benchPool(b)
+			run(b, func(wg *sync.WaitGroup, i int) {
+				_ = p.Submit(context.Background(), func(w *Worker) {
+					defer wg.Done()
+					if i%10 == 9 {
+						w.Block(kind.block)
+					}
+					spinFor(compute)
+				})
+			})
+		})
+		b.Run(kind.name+"/unmarked", func(b *testing.B) {
+			p := benchPool(b)
+			run(b, func(wg *sync.WaitGroup, i int) {
+				_ = p.Submit(context.Background(), func(*Worker) {
+					defer wg.Done()
+					if i%10 == 9 {
+						kind.block()
+					}
+					spinFor(compute)
+				})
+			})
+		})
+		b.Run(kind.name+"/goroutine", func(b *testing.B) {
+			run(b, func(wg *sync.WaitGroup, i int) {
+				go func() {
+					defer wg.Done()
+					if i%10 == 9 {
+						kind.block()
+					}
+					spinFor(compute)
+				}()
+			})
+		})
+	}
+}

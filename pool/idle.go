@@ -307,7 +307,7 @@ func (il *idle) notifyFrom(d int, domains []int) {
 	// The waker runs on: keep w off its CPU. Not a seat a caller holds
 	// (join.go): the wake-up goes to the caller, and the thread it would
 	// aim sleeps on.
-	if waker := il.p.workerOf(); waker != nil && waker != w && w.route.Load() == nil {
+	if waker := il.p.workerOf(); waker != nil && waker != w && w.route.Load() == nil && w.relay.busy.Load() == 0 {
 		w.th.Aim(waker.th)
 	}
 	w.wake()

@@ -174,7 +174,7 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 	s := il.sleepers[d.index]
 	for i := len(s) - 1; i >= 0; i-- { // the one that parked last first: its caches are warm
 		o := s[i]
-		if il.waiting[o.id] || !o.seat.state.CompareAndSwap(seatAsleep, seatLent) {
+		if il.waiting[o.id] || o.relay.busy.Load() != 0 || !o.seat.state.CompareAndSwap(seatAsleep, seatLent) {
 			continue
 		}
 		il.sleepers[d.index] = append(s[:i], s[i+1:]...)
@@ -191,6 +191,7 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 		return nil
 	}
 	w.out.on = true
+	w.relay.cur = nil // the caller's record is made at its first Block (spare.go)
 	if w.out.wake == nil {
 		w.out.wake = make(chan struct{}, 1)
 	}
@@ -225,6 +226,7 @@ func (w *Worker) leave() {
 	}
 	w.obs.labels = w.out.labels
 	w.owner.g.Store(w.out.g)
+	w.relay.cur = nil
 	w.out.on, w.out.labels, w.out.g, w.out.ctx = false, nil, 0, nil
 	if t := w.joinSlot.Swap(nil); t != nil {
 		// Goexit ended the caller inside a Join: that Join will not take
@@ -336,7 +338,7 @@ func (w *Worker) wakeThread() {
 // what it spawned) runs wherever the caller is. Where the seat's node
 // holds every CPU of the process (onlyDomain) there is nothing to bind.
 func (w *Worker) bindCaller() {
-	if w.out.bound != nil || w.pool.onlyDomain {
+	if w.out.bound != nil || w.pool.onlyDomain || w.relay.onSpr {
 		return
 	}
 	if cpus := w.th.Bound(); !cpus.IsEmpty() {

@@ -275,7 +275,9 @@ func (p *sched) giveUp() {
 func (p *sched) running() int {
 	n := 0
 	for _, w := range p.workers {
-		if p.inTask(w) {
+		if b := int(w.relay.busy.Load()); b > 0 {
+			n += b // tasks in Block on the seat, or back from it (spare.go)
+		} else if p.inTask(w) {
 			n++
 		}
 	}

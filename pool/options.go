@@ -56,6 +56,36 @@ type config struct {
 	watch        time.Duration        // the machine monitor's interval; 0: off (internal/place/monitor.go)
 	watchSet     bool                 // watch came from WithMachineWatch
 	machine      func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
+	spares       int                  // live spare threads per node (WithSpares); 0: DefaultSpares; < 0: none
+	sparesSet    bool
+}
+
+// sparesCap is the cap on a node's live spare threads (spare.go).
+func (c *config) sparesCap() int {
+	switch {
+	case c.spares < 0:
+		return 0
+	case c.spares == 0:
+		return DefaultSpares
+	}
+	return c.spares
+}
+
+// WithSpares caps the spare threads each node keeps alive for tasks that
+// block (Worker.Block; default DefaultSpares). 0 starts none: Block then
+// runs its function on the task's thread, with no spare, and counts it
+// (SparesRefused). NUMAPOOL_SPARES sets it from the environment.
+func WithSpares(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("pool: WithSpares(%d): want 0 (none) or a positive cap", n)
+		}
+		c.spares, c.sparesSet = n, true
+		if n == 0 {
+			c.spares = -1
+		}
+		return nil
+	})
 }
 
 // DefaultBlockTime is how long an idle worker keeps looking for work
@@ -253,6 +283,7 @@ const (
 	envNodes      = "NUMAPOOL_NODES"       // a list of node IDs: 0,2 or 0-1
 	envWaitPolicy = "NUMAPOOL_WAIT_POLICY" // passive or active
 	envBlockTime  = "NUMAPOOL_BLOCKTIME"   // 200us, 1ms, a number of ms, or infinite
+	envSpares     = "NUMAPOOL_SPARES"      // spare threads per node for Worker.Block: 0 or a positive cap
 )
 
 // placesWanted lists the bindings NUMAPOOL_PLACES takes: all but
@@ -304,6 +335,16 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 			return fmt.Errorf("pool: %s=%q: %w", envDisplayAffinity, v, err)
 		}
 		c.display = on
+	}
+	if v, ok := get(envSpares); ok && !c.sparesSet {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("pool: %s=%q: want 0 (none) or a positive cap of spare threads per node", envSpares, v)
+		}
+		c.spares = n
+		if n == 0 {
+			c.spares = -1
+		}
 	}
 	if c.blockTimeSet {
 		return nil // WithBlockTime sets the wait policy
@@ -415,7 +456,7 @@ const envDisplayAffinity = "NUMAPOOL_DISPLAY_AFFINITY"
 
 // settingNames are the NUMAPOOL_* variables the pool reads.
 var settingNames = []string{envNumWorkers, envPlaces, envSteal, envTopology, envNodes,
-	envWaitPolicy, envBlockTime, envDisplayAffinity, envMachineWatch}
+	envWaitPolicy, envBlockTime, envSpares, envDisplayAffinity, envMachineWatch}
 
 // envMachineWatch is the machine monitor's interval (WithMachineWatch):
 // a time.ParseDuration duration, or 0 for off.

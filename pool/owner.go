@@ -79,7 +79,10 @@ func (p *sched) workerOf() *Worker {
 	if m == nil {
 		return nil
 	}
-	if w := (*m)[goruntime.G()]; w != nil && !w.owner.ended.Load() {
+	// A goroutine of a worker is its worker only while it holds the seat:
+	// not the worker's own in Block, nor a parked spare (spare.go).
+	g := goruntime.G()
+	if w := (*m)[g]; w != nil && w.owner.g.Load() == g && !w.owner.ended.Load() {
 		return w
 	}
 	return p.callerOf()

@@ -22,7 +22,9 @@ func (w *Worker) park(l *latch) bool {
 		// its task is still running.
 		w.handle.Store(nil)
 	}
-	recheck, allParked := p.idle.toParked(w, w.seek.searching, l != nil)
+	// A seat with threads in Block (spare.go) has a task on its stack,
+	// whichever thread holds it.
+	recheck, allParked := p.idle.toParked(w, w.seek.searching, l != nil || w.relay.busy.Load() != 0)
 	w.seek.searching = false
 	// The keep-offs as of one reading of the clock: the re-check leaves
 	// out the domains held then, and sleep wakes when the first of those
@@ -30,6 +32,12 @@ func (w *Worker) park(l *latch) bool {
 	w.seek.keepOff.look()
 	wakeAt := w.seek.keepOff.next(w.seek.keepOff.now)
 	p.beforeSleep(w.domain, recheck, allParked, &w.seek.keepOff)
+	if w.readyWaiter(l) {
+		// A thread waits for the seat (spare.go): registered parked first,
+		// so one that comes later finds it parked and wakes it.
+		w.unparkSelf()
+		return true
+	}
 	if l != nil {
 		return w.parkWaiting(l, wakeAt)
 	}
@@ -200,7 +208,7 @@ func (w *Worker) spin(l *latch) item {
 	var crowded goruntime.Crowding
 	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
-		if l.probe() {
+		if l.probe() || w.relay.want.Load() != 0 {
 			return item{}
 		}
 		if it := w.next(); !it.none() {

@@ -72,6 +72,7 @@ type domain struct {
 	// ran a stretch of tasks, or woke for work (soft.go).
 	busyAt    atomic.Int64 // sched.clock
 	taskNanos atomic.Int64 // a worker's mean task time, as last tuned
+	spares    atomic.Int32 // the domain's live spare threads (spare.go)
 }
 
 // Pool is a NUMA-aware worker pool. Its methods may be called from any

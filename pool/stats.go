@@ -42,15 +42,19 @@ type Counters struct {
 	Relocks              uint64 `json:"relocks"`                 // threads a task unlocked the worker from, each replaced by the one it ran on (worker.go)
 	Replans              uint64 `json:"replans"`                 // changes of the machine (process CPUs, GOMAXPROCS) the worker took up at a stop point (internal/place/monitor.go)
 	CallerRuns           uint64 `json:"caller_runs"`             // tasks a caller from outside ran on the worker's seat while its thread slept (join.go); counted in TasksRun too
+	Blocks               uint64 `json:"blocks"`                  // Worker.Block calls that handed the worker's seat to a spare thread (spare.go)
+	SparesStarted        uint64 `json:"spares_started"`          // spare threads started for those, the rest found one parked
+	SparesRefused        uint64 `json:"spares_refused"`          // Worker.Block calls that ran with no spare: the node's cap (WithSpares) was reached
 }
 
-const nCounters = 22
+const nCounters = 25
 
 func (c *Counters) fields() [nCounters]*uint64 {
 	return [nCounters]*uint64{&c.TasksRun, &c.Completed, &c.Panicked, &c.Spawned, &c.LIFOHits, &c.InjectPulls,
 		&c.StealsInNode, &c.StealsCrossNode, &c.TasksStolenInNode, &c.TasksStolenCrossNode,
 		&c.InjectPullsCrossNode, &c.TasksPulledCrossNode, &c.ChunksCrossNode, &c.CrossNodeSentHome,
-		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks, &c.Replans, &c.CallerRuns}
+		&c.Parks, &c.Overflows, &c.SentHome, &c.Spreads, &c.Goexits, &c.Relocks, &c.Replans, &c.CallerRuns,
+		&c.Blocks, &c.SparesStarted, &c.SparesRefused}
 }
 
 // Sub returns c minus o, field by field: the counts between two Stats.

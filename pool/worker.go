@@ -58,6 +58,9 @@ type Worker struct {
 	// route is where a wake-up token goes while a caller holds the seat:
 	// the caller's channel; nil, the worker's own (wakeCh).
 	route atomic.Pointer[chan struct{}]
+	// relay is the seat's threads while a task blocks (spare.go): its
+	// holder, the threads in Block or waiting for the seat, its spares.
+	relay relay
 	pub   published // the counters for Stats, padded on both sides
 
 	// Written by the owner only (owner's fields are atomic: others read
@@ -177,6 +180,7 @@ func (w *Worker) main(placed chan<- error) {
 		w.loop()
 	}
 	ended = true
+	w.endWait()
 	w.end()
 }
 
@@ -205,6 +209,9 @@ func (w *Worker) runUntil(l *latch) {
 	p := w.pool
 	own := w.obs.labels // the labels of the task that waits (labels.go); nil in the idle loop
 	for !l.probe() {
+		if w.relay.want.Load() != 0 && w.yield(l) {
+			return // a spare handed the seat on (spare.go): the seat is not its to touch
+		}
 		it := w.next()
 		if it.none() {
 			w.stopClock()
@@ -487,7 +494,7 @@ func (w *Worker) run(it item) {
 		w.fair.busySince, w.fair.clockOn = time.Now(), true
 	}
 	w.c.TasksRun++
-	if w.out.on {
+	if w.out.on && !w.relay.onSpr {
 		w.c.CallerRuns++
 	}
 	switch {
@@ -495,7 +502,7 @@ func (w *Worker) run(it item) {
 		w.call(it.fn)
 	case t != nil && t.labels == w.obs.labels && t.at == 0:
 		w.runTask(t)
-	case w.out.on && w.out.ctx == nil:
+	case w.out.on && w.out.ctx == nil && !w.relay.onSpr:
 		// A Run's caller runs what it helps with under its own labels,
 		// which nothing could put back after (join.go).
 		w.runItem(it, t)
@@ -670,6 +677,7 @@ type padded[T any] struct {
 // the thread's mask back.
 func (w *Worker) end() {
 	defer w.pool.workerEnded() // after the mask is put back
+	w.endSpares()
 	w.publish()
 	w.owner.ended.Store(true)
 	w.th.End()
@@ -689,6 +697,7 @@ func (w *Worker) replace() {
 		w.push(t)
 	}
 	w.publish()
+	w.relay.cur = nil // the new goroutine's record is made at its first Block
 	w.pool.byG.move(w, w.owner.g.Swap(0), 0)
 	w.th.Desert()
 	go w.main(nil)
@@ -699,8 +708,8 @@ func (w *Worker) replace() {
 // every place.SpreadEvery tasks: it checks its thread, takes up a
 // re-plan, then checks its CPU (place's spreading).
 func (w *Worker) settle() {
-	if w.out.on {
-		return // the caller's thread is not the worker's (join.go)
+	if w.out.on || w.relay.onSpr {
+		return // the caller's or spare's thread is not the worker's (join.go, spare.go)
 	}
 	if relocked, err := w.th.KeepThread(); relocked {
 		if err != nil {

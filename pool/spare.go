@@ -1,0 +1,492 @@
+package pool
+
+import (
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/goruntime"
+	"github.com/numapool/numapool/pool/internal/observe"
+	"github.com/numapool/numapool/topology"
+)
+
+// Work that blocks. A task that waits in the kernel or the Go runtime (a
+// read, a sleep, a lock, a channel) holds its worker's thread, and with
+// it the worker's place in the scheduling: its queue, its LIFO and join
+// slots and its share of the node's CPUs. Worker.Block hands that place
+// (the seat, seat.go) to a spare thread of the worker for the time of
+// the blocking call, as Tokio's block_in_place hands a worker's core to
+// a new thread and Java's ForkJoinPool.managedBlock starts a
+// compensating worker. The spare is the worker meanwhile: its ID, node,
+// CPUs, queue and slots, PerWorker value and counters. So the node keeps
+// as many threads running its work as it has workers, and what the
+// blocked task had queued (its LIFO task, a Join's offered half) runs on
+// the spare or is stolen.
+//
+// Why the seat moves rather than a spare worker being added: a
+// PerWorker value, Worker.ID and everything indexed by it stay one
+// thread's at a time, the steal layout does not change, and no more
+// threads run the pool's work than it has workers.
+//
+// The rules:
+//
+//   - A worker's spares are bound to the worker's CPUs (its thread's
+//     planned mask) and serve no other worker. They start when a Block
+//     finds none parked, park when they hand the seat back, and end when
+//     they have been parked for SpareKeepAlive, or with their worker.
+//   - The seat has one holder at a time: the goroutine that is its owner
+//     (ownerID). Every other thread of the seat is in a Block call, or
+//     waits for the seat (relay.waiting).
+//   - The seat changes hands only at a task boundary of its holder: the
+//     top of the scheduler loop, which a holder reaches after each task
+//     and after each wake-up (runUntil, yield), or in Block. A thread
+//     whose blocking call returned waits until then: at most the rest of
+//     the task the holder runs, since a holder that blocks in Block hands
+//     the seat on at once.
+//   - Any waiting thread may get the seat, in any order, not the last
+//     one to block first: two tasks that block on each other (a send and
+//     a receive on one channel, both marked) must both go on whichever
+//     returns first, which a stack of holders would deadlock.
+//   - A thread that gets the seat back goes on with its task. A holder
+//     at a boundary inside a wait (a Join, a Group.Wait, a loop) hands
+//     the seat to a thread that is ready, and waits for it back itself:
+//     it is ready when what it waits for is done (its latch). A spare at
+//     its own loop's top hands the seat to any waiting thread and parks
+//     as a spare; the worker's own thread at its loop's top waits until
+//     a spare hands it back.
+//   - While any thread of the seat is in Block or waits for the seat, the
+//     seat counts as a worker with a task on its stack (idle.go's
+//     waiting): the pool is not quiet, no caller from outside borrows it
+//     (join.go), and the worker does not end with the pool; the worker's
+//     own thread, once its loop ends, hands the seat to each returning
+//     thread until none is left (endWait).
+//   - A Block past the node's cap of spares (WithSpares) runs its
+//     function on the task's thread, with no spare, and is counted
+//     (SparesRefused).
+//
+// Inside the function the task must not use its *Worker: the seat is
+// the spare's (the owner check panics). Submitting to the Pool or a Node
+// works as from any goroutine.
+
+// SpareKeepAlive is how long a spare thread stays parked after it handed
+// its worker's seat back before it ends (Tokio's blocking threads keep
+// 10 s): a job whose tasks block again and again keeps its spares, and
+// one that stopped blocking gives the threads back.
+const SpareKeepAlive = 10 * time.Second
+
+// DefaultSpares is the default cap on live spare threads per node
+// (WithSpares): Java's common pool allows 256 spares; a spare costs an OS
+// thread and its stack while it lives.
+const DefaultSpares = 256
+
+// relay is the seat's threads: its holder, those in Block, those that
+// wait for the seat, and its parked spares.
+type relay struct {
+	// busy counts the seat's threads in Block or waiting for the seat:
+	// while it is not zero the seat is not only its holder's.
+	busy atomic.Int32
+	// want counts the threads waiting for the seat (len(waiting)): a
+	// holder hands it over at its next boundary.
+	want atomic.Int32
+
+	mu      sync.Mutex
+	waiting []*hand  // threads waiting for the seat, in arrival order
+	idle    []*spare // parked spares, the last parked last
+	gone    bool     // the worker ended: no spare starts, parked ones end
+	quit    chan struct{}
+	// endNote wakes the worker's own thread, holding the seat once the
+	// pool ended, when a thread starts waiting for it (endWait).
+	endNote chan struct{}
+	ending  bool
+
+	// The holder's, owner only:
+	cur   *hand // the holder's record; nil: the worker's own goroutine (or a caller) before its first Block
+	home  hand  // the worker's own goroutine's record
+	onSpr bool  // the holder is a spare (no settle, no caller binding)
+}
+
+// hand is one thread's record on a seat: what it keeps while it does not
+// hold the seat, and where it is handed the seat.
+type hand struct {
+	g      uintptr
+	labels *observe.Set // the label set its goroutine runs under (Worker.obs.labels)
+	ready  chan struct{}
+	sp     *spare // the spare this is; nil for the worker's own goroutine or a caller
+	back   bool   // waiting after its Block returned: ready at once
+	l      *latch // a displaced holder's wait; nil at the loop's top
+}
+
+// spare is a spare thread of a worker.
+type spare struct {
+	w    *Worker
+	h    hand
+	stay latch // its loop's latch, never set: its loop ends by yield
+	cpus topology.CPUSet
+	lock bool // lock the goroutine to a thread (the worker's is)
+}
+
+// Block runs fn, which may block, on the task's thread while a spare
+// thread of the worker runs the worker's other work: its queue, its LIFO
+// and join slots, the node's shards, steals (see "Work that blocks" in
+// the package documentation). The task goes on after fn returns once the
+// spare reaches a task boundary, with w valid again. fn must not use w;
+// it may submit to the pool. A panic or runtime.Goexit in fn passes
+// through Block, the seat taken back first.
+func (w *Worker) Block(fn func()) {
+	mustWorker(w, "Block")
+	w.owner.check("Block")
+	if fn == nil {
+		misuse("Worker.Block", "a nil function")
+	}
+	s := w.spareFor()
+	if s == nil {
+		w.c.SparesRefused++
+		fn()
+		return
+	}
+	w.c.Blocks++
+	r := &w.relay
+	me := w.holderHand()
+	r.busy.Add(1)
+	w.handTo(me, &s.h)
+	defer w.reacquire(me)
+	fn()
+}
+
+// holderHand is the record of the goroutine that holds the seat now.
+func (w *Worker) holderHand() *hand {
+	r := &w.relay
+	if r.cur != nil {
+		return r.cur
+	}
+	h := &r.home
+	if w.out.on {
+		h = &hand{} // a caller from outside (join.go): a record for this call
+	}
+	if h.ready == nil {
+		h.ready = make(chan struct{}, 1)
+	}
+	h.g = goruntime.G()
+	r.cur = h
+	return h
+}
+
+// spareFor returns a parked spare of w, or a new one; nil when the
+// node's cap is reached or the worker ended. Holder only.
+func (w *Worker) spareFor() *spare {
+	r := &w.relay
+	r.mu.Lock()
+	if r.gone {
+		r.mu.Unlock()
+		return nil
+	}
+	if n := len(r.idle); n > 0 {
+		s := r.idle[n-1]
+		r.idle = r.idle[:n-1]
+		r.mu.Unlock()
+		return s
+	}
+	r.mu.Unlock()
+	d := w.domain
+	if d.spares.Add(1) > int32(w.pool.cfg.sparesCap()) {
+		d.spares.Add(-1)
+		return nil
+	}
+	w.c.SparesStarted++
+	s := &spare{w: w, cpus: w.th.Bound(), lock: w.th.Locked()}
+	s.h = hand{ready: make(chan struct{}, 1), sp: s}
+	s.stay.w = w
+	started := make(chan uintptr)
+	go s.main(started, false)
+	<-started
+	return s
+}
+
+// handTo gives the seat from its holder me to the thread of to: the
+// holder's own state is kept in me, and the seat's owner is to's
+// goroutine before to runs. The holder touches no field of the seat
+// after it.
+func (w *Worker) handTo(me, to *hand) {
+	if w.seek.searching {
+		w.endSearch()
+	}
+	w.stopClock()
+	me.labels = w.obs.labels
+	w.publish()
+	w.owner.g.Store(to.g)
+	to.ready <- struct{}{}
+}
+
+// take makes the calling thread, handed the seat on h, its holder; one
+// that waited for it (in Block, or displaced by yield) leaves busy's
+// count, a parked spare was never in it.
+func (w *Worker) take(h *hand, waited bool) {
+	r := &w.relay
+	if waited {
+		r.busy.Add(-1)
+	}
+	h.back, h.l = false, nil
+	r.cur = h
+	r.onSpr = h.sp != nil
+	w.obs.labels = h.labels
+}
+
+// reacquire waits, after me's Block returned, until the seat's holder
+// hands it back at a task boundary.
+func (w *Worker) reacquire(me *hand) {
+	r := &w.relay
+	me.back, me.l = true, nil
+	r.mu.Lock()
+	r.waiting = append(r.waiting, me)
+	r.want.Add(1)
+	ending := r.ending
+	r.mu.Unlock()
+	w.pool.idle.wakeWaiter(w) // a parked holder wakes to hand it over
+	if ending {
+		select {
+		case r.endNote <- struct{}{}:
+		default:
+		}
+	}
+	<-me.ready
+	w.take(me, true)
+}
+
+// ready reports whether h may be handed the seat now, by a spare at its
+// loop's top (top) or another holder. r.mu must be held.
+func (h *hand) readyFor(top bool) bool {
+	return top || h.back || h.l.probe()
+}
+
+// pick removes and returns the first waiting thread ready for the
+// holder (top: a spare at its loop's top), nil if none. r.mu must be
+// held.
+func (r *relay) pick(top bool) *hand {
+	for i, h := range r.waiting {
+		if h.readyFor(top) {
+			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
+			r.want.Add(-1)
+			return h
+		}
+	}
+	return nil
+}
+
+// readyWaiter reports whether a thread waits that the holder would hand
+// the seat to now (park's re-check).
+func (w *Worker) readyWaiter(l *latch) bool {
+	r := &w.relay
+	if r.want.Load() == 0 {
+		return false
+	}
+	top := r.onSpr && l == &r.cur.sp.stay
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.waiting {
+		if h.readyFor(top) {
+			return true
+		}
+	}
+	return false
+}
+
+// yield is the holder at a boundary of its loop, with l its loop's
+// latch, while threads wait for the seat: it hands the seat to one that
+// is ready. A spare at its loop's top then parks as a spare and yield
+// reports true (its loop ends, touching the seat no more); any other
+// holder waits until the seat is handed back to it, ready once l is set
+// (the worker's own thread at its loop's top: once a spare hands it
+// back).
+func (w *Worker) yield(l *latch) bool {
+	r := &w.relay
+	me := w.holderHand()
+	top := r.onSpr && l == &me.sp.stay
+	if !top && l != nil {
+		l.sleep() // its set wakes the holder then (latch.set, wakeWaiter), to hand the seat back
+	}
+	r.mu.Lock()
+	to := r.pick(top)
+	if to == nil {
+		r.mu.Unlock()
+		if !top && l != nil {
+			l.woke()
+		}
+		return false
+	}
+	if top {
+		r.idle = append(r.idle, me.sp)
+	} else {
+		me.l = l
+		r.waiting = append(r.waiting, me)
+		r.want.Add(1)
+		r.busy.Add(1) // counted before to leaves the count (take): busy never reads low
+	}
+	r.mu.Unlock()
+	w.handTo(me, to)
+	if top {
+		return true
+	}
+	<-me.ready
+	if l != nil {
+		l.woke()
+	}
+	w.take(me, true)
+	return false
+}
+
+// endWait is the worker's own thread once its loop ended with the pool
+// while other threads of the seat are in Block or wait for it: it hands
+// the seat to each that comes back, and gets it back from a spare, until
+// none is left.
+func (w *Worker) endWait() {
+	r := &w.relay
+	for r.busy.Load() != 0 {
+		r.mu.Lock()
+		if r.endNote == nil {
+			r.endNote = make(chan struct{}, 1)
+		}
+		r.ending = true
+		r.mu.Unlock()
+		if !w.yield(nil) && r.busy.Load() != 0 {
+			// None ready: a Block returns (its reacquire sends endNote), or a
+			// holder displaced in a wait finds its latch set (whose wake-up
+			// finds the seat unparked: hence the look every millisecond).
+			select {
+			case <-r.endNote:
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+}
+
+// endSpares ends the worker's parked spares, and any that would start:
+// the worker ends (end).
+func (w *Worker) endSpares() {
+	r := &w.relay
+	r.mu.Lock()
+	r.gone = true
+	if r.quit != nil {
+		close(r.quit)
+	}
+	r.idle = nil
+	r.mu.Unlock()
+}
+
+// main is the spare's goroutine: locked to a thread bound to its
+// worker's CPUs, it holds the seat when handed it (Block), runs the
+// worker's loop until it hands the seat on, and parks until it is handed
+// the seat again, its keep-alive ends, or its worker ends. started, if
+// not nil, receives its goroutine once workerOf may find it; holding
+// says it takes over the seat at once (a spare whose goroutine a task
+// ended, goexit).
+func (s *spare) main(started chan<- uintptr, holding bool) {
+	w := s.w
+	var th *pin.Thread
+	if s.lock {
+		if t, err := pin.Lock(s.cpus); err == nil {
+			th = t
+		} else {
+			runtime.LockOSThread() // unbound, as a worker whose binding failed still runs
+		}
+	}
+	pprof.SetGoroutineLabels(w.labelsFor(nil))
+	s.h.g = goruntime.G()
+	w.pool.byG.move(w, 0, s.h.g) // workerOf finds the spare's goroutine while it holds the seat
+	if started != nil {
+		started <- s.h.g
+	}
+	quit := w.relay.quitCh()
+	timer := time.NewTimer(SpareKeepAlive)
+	ended := false
+	defer func() {
+		timer.Stop()
+		if !ended {
+			s.goexit() // a task ended this goroutine with runtime.Goexit
+			return
+		}
+		w.pool.byG.move(w, s.h.g, 0)
+		w.domain.spares.Add(-1)
+		if th != nil {
+			_ = th.Restore() // on error the goroutine stays locked: the runtime ends the thread with it
+		} else if s.lock {
+			runtime.UnlockOSThread()
+		}
+	}()
+	if holding {
+		w.owner.g.Store(s.h.g)
+		w.take(&s.h, false)
+		w.runUntil(&s.stay)
+		timer.Reset(SpareKeepAlive)
+	}
+	for {
+		select {
+		case <-s.h.ready:
+		case <-quit:
+			ended = true
+			return
+		case <-timer.C:
+			if s.leaveIdle() {
+				ended = true
+				return
+			}
+			<-s.h.ready // taken by a Block as the keep-alive ended
+		}
+		w.take(&s.h, false)
+		w.runUntil(&s.stay)
+		timer.Reset(SpareKeepAlive)
+	}
+}
+
+// goexit runs as a task's runtime.Goexit ends the spare's goroutine while
+// it holds the seat, after every deferred call of the tasks on its stack:
+// a new spare goroutine takes the seat over (as Worker.replace does for
+// the worker's own). Still the holder here.
+func (s *spare) goexit() {
+	w := s.w
+	w.c.Goexits++
+	if w.seek.searching {
+		w.endSearch()
+	}
+	if t := w.joinSlot.Swap(nil); t != nil {
+		w.push(t)
+	}
+	w.publish()
+	w.pool.byG.move(w, s.h.g, 0)
+	w.owner.g.Store(0)
+	ns := &spare{w: w, cpus: s.cpus, lock: s.lock}
+	ns.h = hand{ready: make(chan struct{}, 1), sp: ns}
+	ns.stay.w = w
+	go ns.main(nil, true)
+	// This goroutine ends now; locked, it takes its thread with it.
+}
+
+// quitCh is the channel closed when the worker ends (endSpares).
+func (r *relay) quitCh() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.quit == nil {
+		r.quit = make(chan struct{})
+		if r.gone {
+			close(r.quit)
+		}
+	}
+	return r.quit
+}
+
+// leaveIdle takes the spare off its worker's parked spares as its
+// keep-alive ends; false if a Block took it first.
+func (s *spare) leaveIdle() bool {
+	r := &s.w.relay
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, o := range r.idle {
+		if o == s {
+			r.idle = append(r.idle[:i], r.idle[i+1:]...)
+			return true
+		}
+	}
+	return r.gone
+}
