@@ -43,7 +43,12 @@ func Workloads() []Workload {
 		}},
 		{"pipeline", "Mitems/s", true, "parse -> transform -> reduce over chunks of ~1µs, at most 256 in flight", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 32) }},
 		{"pipeline-10us", "Mitems/s", true, "the same over chunks of ~10µs (closer to real parsing)", func(r *runner, s float64) (float64, map[string]float64, error) { return runPipeline(r, s, 320) }},
-		{"blocking", "ms", false, "20,000 tasks submitted from one goroutine, each 10µs of compute, every tenth blocked 1ms in a system call (nanosleep) first, marked on numapool (Worker.Block)", runBlocking},
+		{"blocking", "ms", false, "20,000 tasks submitted from one goroutine, each 10µs of compute, every tenth blocked 1ms in a system call (nanosleep) first, marked on numapool (Worker.Block)", func(r *runner, s float64) (float64, map[string]float64, error) {
+			return runBlocking(r, s, func() { blockIn(time.Millisecond) })
+		}},
+		{"blocking-sleep", "ms", false, "the same blocked in time.Sleep, which the Go runtime sees (as a channel, a lock or a network read)", func(r *runner, s float64) (float64, map[string]float64, error) {
+			return runBlocking(r, s, func() { time.Sleep(time.Millisecond) })
+		}},
 	}
 }
 
@@ -492,8 +497,8 @@ func runPipeline(r *runner, s float64, perChunk int) (float64, map[string]float6
 // runBlocking is a pipeline stage whose tasks now and then wait in the
 // kernel (a read, a call to a service): a pool whose workers are locked to
 // their threads waits with them, goroutines do not.
-func runBlocking(r *runner, s float64) (float64, map[string]float64, error) {
-	const compute, blocked = 10 * time.Microsecond, time.Millisecond
+func runBlocking(r *runner, s float64, block func()) (float64, map[string]float64, error) {
+	const compute = 10 * time.Microsecond
 	n := scaled(20_000, s)
 	var sink atomic.Int64
 	work := func() {
@@ -505,7 +510,7 @@ func runBlocking(r *runner, s float64) (float64, map[string]float64, error) {
 	start := time.Now()
 	for i := range n {
 		if i%10 == 9 {
-			r.submitBlocking(func() { blockIn(blocked) }, work)
+			r.submitBlocking(block, work)
 		} else {
 			r.submit(work)
 		}

@@ -81,7 +81,8 @@
 // optionally with a CPU kind: cores:performance), NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
 // spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),
 // NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
-// 1ms, a number of ms, or infinite) and NUMAPOOL_DISPLAY_AFFINITY (true:
+// 1ms, a number of ms, or infinite), NUMAPOOL_SPARES (spare threads per
+// node for Worker.Block: 0 or a cap) and NUMAPOOL_DISPLAY_AFFINITY (true:
 // each new pool prints one line per worker to stderr, with its node,
 // thread ID and the CPUs its thread is bound to). Values are
 // case-insensitive. A NUMAPOOL_* variable the pool does not know is
@@ -275,15 +276,50 @@
 // # Tasks that block, and pools that wait on each other
 //
 // A worker runs one task at a time, so a task that blocks (on a channel,
-// a lock, sync.WaitGroup.Wait, a sleep, a call that waits for another
-// pool) holds its worker until it returns: the worker runs nothing else
-// meanwhile, and is not replaced. A task that submits work and waits for
-// it with a sync.WaitGroup thus waits with its worker idle, and when
-// every worker that could run that work does the same (always, on a pool
-// of one worker) nothing runs it: a deadlock. Wait for work you made
-// with what the pool knows about instead: Group.Wait, Join or Fork, a
-// Future's Wait, Run, ParallelFor, MapReduce; from inside a task these
-// run other tasks while they wait. Test: TestBlockedTaskHoldsItsWorker.
+// a lock, sync.WaitGroup.Wait, a sleep, a read, a call that waits for
+// another pool) holds its worker until it returns: unmarked, the worker
+// runs nothing else meanwhile, and is not replaced. A task that submits
+// work and waits for it with a sync.WaitGroup thus waits with its worker
+// idle, and when every worker that could run that work does the same
+// (always, on a pool of one worker) nothing runs it: a deadlock. Two
+// ways out:
+//
+//   - Wait for work you made with what the pool knows about: Group.Wait,
+//     Join or Fork, a Future's Wait, Run, ParallelFor, MapReduce; from
+//     inside a task these run other tasks while they wait. Test:
+//     TestBlockedTaskHoldsItsWorker.
+//   - Mark the wait: w.Block(fn) runs fn, which may block, on the task's
+//     thread while a spare thread, bound to the worker's CPUs, takes the
+//     worker's place: its queue, its LIFO and join slots, its ID and
+//     PerWorker value, the node's shards and steals (Tokio's
+//     block_in_place, Java's ManagedBlocker). When fn returns the task
+//     goes on, with w valid again, once the spare finishes the task it is
+//     running. Threads blocked this way may return in any order.
+//     Inside fn the task must not use w (its owner check panics): submit
+//     to the Pool or a Node instead. A panic or runtime.Goexit in fn
+//     passes through Block. Spares park when they hand the worker back,
+//     end after 10 s parked or with the pool, and are capped per node
+//     (WithSpares, NUMAPOOL_SPARES; default 256): past the cap Block runs
+//     fn with no spare and counts it (Counters.SparesRefused). Close
+//     waits for blocked tasks as for any running task; a Shutdown that
+//     gives up counts them still running. Stats shows the tasks blocked
+//     now and the spares alive and parked. Tests:
+//     TestBlockedTasksLetLaterTasksRun, TestBlockWaitingForSubmittedWork,
+//     TestBlockedTasksReturnInAnyOrder, TestBlockCountedUnderLoad,
+//     TestSpareRunsStrictWorkOnTheWorkersCPUs, TestCloseWithBlockedTasks,
+//     TestShutdownWithBlockedTasks.
+//
+// What Block costs and gives: two thread hand-offs (the spare's wake-up,
+// and the task's thread taking its place back), tens of microseconds on
+// a virtual machine, a few on bare metal; worth it for a wait of a
+// hundred microseconds or more. It gives the node's CPUs back to the
+// node's work when the wait is one the Go runtime sees (a channel, a
+// lock, time.Sleep, network and pipe reads): the blocked goroutine gives
+// up its processor (its P) at once. A thread blocked in the kernel outside
+// the runtime's sight (a read of a regular file, a cgo call, a raw system
+// call) keeps its processor until the runtime's monitor takes it back,
+// 20µs to 10ms later; meanwhile the spare waits for a processor, as a
+// goroutine would. A blocked task nobody marked is not detected.
 //
 // That help is for the caller's own pool only: to a task of pool A, pool
 // B is the outside, and Run, Future.Wait, Group.Wait, ParallelFor or

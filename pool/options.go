@@ -56,7 +56,7 @@ type config struct {
 	watch        time.Duration        // the machine monitor's interval; 0: off (internal/place/monitor.go)
 	watchSet     bool                 // watch came from WithMachineWatch
 	machine      func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
-	spares       int                  // live spare threads per node (WithSpares); 0: DefaultSpares; < 0: none
+	spares       int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
 	sparesSet    bool
 }
 
@@ -66,13 +66,15 @@ func (c *config) sparesCap() int {
 	case c.spares < 0:
 		return 0
 	case c.spares == 0:
-		return DefaultSpares
+		return defaultSpares
 	}
 	return c.spares
 }
 
 // WithSpares caps the spare threads each node keeps alive for tasks that
-// block (Worker.Block; default DefaultSpares). 0 starts none: Block then
+// block (Worker.Block; default 256, as Java's common pool caps its spares;
+// a spare costs an OS thread while it lives, and one parked for 10 s
+// ends). 0 starts none: Block then
 // runs its function on the task's thread, with no spare, and counts it
 // (SparesRefused). NUMAPOOL_SPARES sets it from the environment.
 func WithSpares(n int) Option {

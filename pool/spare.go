@@ -36,7 +36,7 @@ import (
 //   - A worker's spares are bound to the worker's CPUs (its thread's
 //     planned mask) and serve no other worker. They start when a Block
 //     finds none parked, park when they hand the seat back, and end when
-//     they have been parked for SpareKeepAlive, or with their worker.
+//     they have been parked for spareKeepAlive, or with their worker.
 //   - The seat has one holder at a time: the goroutine that is its owner
 //     (ownerID). Every other thread of the seat is in a Block call, or
 //     waits for the seat (relay.waiting).
@@ -71,16 +71,16 @@ import (
 // the spare's (the owner check panics). Submitting to the Pool or a Node
 // works as from any goroutine.
 
-// SpareKeepAlive is how long a spare thread stays parked after it handed
+// spareKeepAlive is how long a spare thread stays parked after it handed
 // its worker's seat back before it ends (Tokio's blocking threads keep
 // 10 s): a job whose tasks block again and again keeps its spares, and
 // one that stopped blocking gives the threads back.
-const SpareKeepAlive = 10 * time.Second
+const spareKeepAlive = 10 * time.Second
 
-// DefaultSpares is the default cap on live spare threads per node
+// defaultSpares is the default cap on live spare threads per node
 // (WithSpares): Java's common pool allows 256 spares; a spare costs an OS
 // thread and its stack while it lives.
-const DefaultSpares = 256
+const defaultSpares = 256
 
 // relay is the seat's threads: its holder, those in Block, those that
 // wait for the seat, and its parked spares.
@@ -199,9 +199,7 @@ func (w *Worker) spareFor() *spare {
 	s := &spare{w: w, cpus: w.th.Bound(), lock: w.th.Locked()}
 	s.h = hand{ready: make(chan struct{}, 1), sp: s}
 	s.stay.w = w
-	started := make(chan uintptr)
-	go s.main(started, false)
-	<-started
+	go s.main(false)
 	return s
 }
 
@@ -216,7 +214,7 @@ func (w *Worker) handTo(me, to *hand) {
 	w.stopClock()
 	me.labels = w.obs.labels
 	w.publish()
-	w.owner.g.Store(to.g)
+	w.owner.g.Store(0) // no goroutine's until to takes it (take)
 	to.ready <- struct{}{}
 }
 
@@ -229,6 +227,7 @@ func (w *Worker) take(h *hand, waited bool) {
 		r.busy.Add(-1)
 	}
 	h.back, h.l = false, nil
+	w.owner.g.Store(h.g)
 	r.cur = h
 	r.onSpr = h.sp != nil
 	w.obs.labels = h.labels
@@ -362,6 +361,20 @@ func (w *Worker) endWait() {
 	}
 }
 
+// counts returns the seat's tasks in Block or back from it, and its
+// parked spares (Stats).
+func (r *relay) counts() (blocked, parked int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	blocked = int(r.busy.Load())
+	for _, h := range r.waiting {
+		if !h.back {
+			blocked-- // a holder displaced inside a wait, not a Block
+		}
+	}
+	return max(0, blocked), len(r.idle)
+}
+
 // endSpares ends the worker's parked spares, and any that would start:
 // the worker ends (end).
 func (w *Worker) endSpares() {
@@ -375,31 +388,29 @@ func (w *Worker) endSpares() {
 	r.mu.Unlock()
 }
 
-// main is the spare's goroutine: locked to a thread bound to its
-// worker's CPUs, it holds the seat when handed it (Block), runs the
-// worker's loop until it hands the seat on, and parks until it is handed
-// the seat again, its keep-alive ends, or its worker ends. started, if
-// not nil, receives its goroutine once workerOf may find it; holding
-// says it takes over the seat at once (a spare whose goroutine a task
-// ended, goexit).
-func (s *spare) main(started chan<- uintptr, holding bool) {
+// main is the spare's goroutine: it holds the seat when handed it
+// (Block), runs the worker's loop until it hands the seat on, and parks
+// until it is handed the seat again, its keep-alive ends, or its worker
+// ends. holding says it takes over the seat at once (a spare whose
+// goroutine a task ended, goexit).
+//
+// While it holds the seat its goroutine is locked to a thread bound to
+// the worker's CPUs; parked, it is an ordinary goroutine, its thread
+// given back with the mask it had. So the thread that takes the seat is
+// whichever one the runtime runs the spare on: handed a processor by the
+// blocking task's thread, it runs at once, where a spare parked locked
+// would need its own thread woken (a second thread switch, the costliest
+// step of a Block), and handing the seat back likewise wakes only the
+// task's thread. Binding costs two or three system calls, a few
+// microseconds.
+func (s *spare) main(holding bool) {
 	w := s.w
-	var th *pin.Thread
-	if s.lock {
-		if t, err := pin.Lock(s.cpus); err == nil {
-			th = t
-		} else {
-			runtime.LockOSThread() // unbound, as a worker whose binding failed still runs
-		}
-	}
 	pprof.SetGoroutineLabels(w.labelsFor(nil))
 	s.h.g = goruntime.G()
 	w.pool.byG.move(w, 0, s.h.g) // workerOf finds the spare's goroutine while it holds the seat
-	if started != nil {
-		started <- s.h.g
-	}
 	quit := w.relay.quitCh()
-	timer := time.NewTimer(SpareKeepAlive)
+	timer := time.NewTimer(spareKeepAlive)
+	var th *pin.Thread
 	ended := false
 	defer func() {
 		timer.Stop()
@@ -409,34 +420,52 @@ func (s *spare) main(started chan<- uintptr, holding bool) {
 		}
 		w.pool.byG.move(w, s.h.g, 0)
 		w.domain.spares.Add(-1)
-		if th != nil {
-			_ = th.Restore() // on error the goroutine stays locked: the runtime ends the thread with it
-		} else if s.lock {
-			runtime.UnlockOSThread()
-		}
 	}()
-	if holding {
-		w.owner.g.Store(s.h.g)
-		w.take(&s.h, false)
-		w.runUntil(&s.stay)
-		timer.Reset(SpareKeepAlive)
-	}
-	for {
-		select {
-		case <-s.h.ready:
-		case <-quit:
-			ended = true
-			return
-		case <-timer.C:
-			if s.leaveIdle() {
+	for first := true; ; first = false {
+		if !first || !holding {
+			select {
+			case <-s.h.ready:
+			case <-quit:
 				ended = true
 				return
+			case <-timer.C:
+				if s.leaveIdle() {
+					ended = true
+					return
+				}
+				<-s.h.ready // taken by a Block as the keep-alive ended
 			}
-			<-s.h.ready // taken by a Block as the keep-alive ended
 		}
+		th = s.bind()
 		w.take(&s.h, false)
 		w.runUntil(&s.stay)
-		timer.Reset(SpareKeepAlive)
+		s.unbind(th)
+		timer.Reset(spareKeepAlive)
+	}
+}
+
+// bind locks the spare's goroutine to its thread, bound to the worker's
+// CPUs, if the worker's is (not pin.Goroutines); nil when there is
+// nothing to restore.
+func (s *spare) bind() *pin.Thread {
+	if !s.lock {
+		return nil
+	}
+	th, err := pin.Lock(s.cpus)
+	if err != nil {
+		runtime.LockOSThread() // unbound, as a worker whose binding failed still runs
+		return nil
+	}
+	return th
+}
+
+// unbind gives the thread its mask back and unlocks the goroutine.
+func (s *spare) unbind(th *pin.Thread) {
+	switch {
+	case th != nil:
+		_ = th.Restore() // on error the goroutine stays locked: the runtime ends the thread with it
+	case s.lock:
+		runtime.UnlockOSThread()
 	}
 }
 
@@ -459,7 +488,7 @@ func (s *spare) goexit() {
 	ns := &spare{w: w, cpus: s.cpus, lock: s.lock}
 	ns.h = hand{ready: make(chan struct{}, 1), sp: ns}
 	ns.stay.w = w
-	go ns.main(nil, true)
+	go ns.main(true)
 	// This goroutine ends now; locked, it takes its thread with it.
 }
 

@@ -415,3 +415,36 @@ func TestShutdownWithBlockedTasks(t *testing.T) {
 		t.Errorf("%d goroutines after the pool ended, %d before: spares left behind", runtime.NumGoroutine(), before)
 	}
 }
+
+// Stats shows the tasks in Block and the spares: alive while they hold
+// seats, parked once the tasks went on.
+func TestBlockStats(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	release := make(chan struct{})
+	var started, done sync.WaitGroup
+	started.Add(2)
+	done.Add(2)
+	for range 2 {
+		mustSubmit(t, p, func(w *Worker) {
+			defer done.Done()
+			started.Done()
+			w.Block(func() { <-release })
+		})
+	}
+	started.Wait()
+	if !eventually(hangBound, func() bool { return p.Stats().Blocked == 2 }) {
+		t.Fatalf("Stats counts %d tasks blocked, want 2", p.Stats().Blocked)
+	}
+	if st := p.Stats(); st.Spares < 1 || st.Nodes[0].Spares != st.Spares {
+		t.Errorf("Stats counts %d spares (node %d) with two tasks blocked", st.Spares, st.Nodes[0].Spares)
+	}
+	close(release)
+	done.Wait()
+	var st Stats
+	if !eventually(hangBound, func() bool {
+		st = p.Stats()
+		return st.Blocked == 0 && st.Spares > 0 && st.SparesParked == st.Spares
+	}) {
+		t.Errorf("after the tasks went on: %d blocked, %d spares, %d parked; want 0 and every spare parked", st.Blocked, st.Spares, st.SparesParked)
+	}
+}

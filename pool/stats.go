@@ -193,6 +193,12 @@ type Tasks struct {
 	// after a Shutdown gave up, the workers that have not ended, each
 	// still in a task.
 	BusyWorkers int `json:"busy_workers"`
+	// Blocked: tasks in Worker.Block now, or back from it and waiting for
+	// their worker's seat. Spares: spare threads alive (in a task, holding
+	// a seat or parked), SparesParked: those parked (spare.go).
+	Blocked      int `json:"blocked"`
+	Spares       int `json:"spares"`
+	SparesParked int `json:"spares_parked"`
 }
 
 // Stats are the pool's counters per worker, per node and in total. They
@@ -226,6 +232,12 @@ func (p *Pool) Stats() Stats {
 			addTo(&ns.RunTime, &w.obs.pubLat.Run)
 		}
 		ns.Submitted = d.inject.Pushed() + d.pinned.Pushed() + ns.Spawned
+		ns.Spares = int(d.spares.Load())
+		for _, w := range d.workers {
+			b, parked := w.relay.counts()
+			ns.Blocked += b
+			ns.SparesParked += parked
+		}
 		switch p.state.Load() {
 		case drained: // no task runs: the workers are ending
 		case aborting:
@@ -245,6 +257,9 @@ func (p *Pool) Stats() Stats {
 		st.Submitted += ns.Submitted
 		st.Queued += ns.Queued
 		st.BusyWorkers += ns.BusyWorkers
+		st.Blocked += ns.Blocked
+		st.Spares += ns.Spares
+		st.SparesParked += ns.SparesParked
 	}
 	st.Kinds = kindStats(st.Workers)
 	return st

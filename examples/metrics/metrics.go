@@ -42,6 +42,9 @@ var counters = []counter{
 	{"numapool.inject.pulls_cross_node", "Batches taken from other nodes' shards whose first task ran here.", func(n pool.NodeStats) uint64 { return n.InjectPullsCrossNode }},
 	{"numapool.workers.parks", "Times the node's workers slept.", func(n pool.NodeStats) uint64 { return n.Parks }},
 	{"numapool.queue.overflows", "Full run queues that moved half to the node's shard.", func(n pool.NodeStats) uint64 { return n.Overflows }},
+	{"numapool.tasks.blocks", "Worker.Block calls that handed the worker's seat to a spare thread.", func(n pool.NodeStats) uint64 { return n.Blocks }},
+	{"numapool.spares.started", "Spare threads started for Worker.Block.", func(n pool.NodeStats) uint64 { return n.SparesStarted }},
+	{"numapool.spares.refused", "Worker.Block calls that ran with no spare: the node's cap was reached.", func(n pool.NodeStats) uint64 { return n.SparesRefused }},
 }
 
 // gauge is one per-node reading of pool.NodeStats.
@@ -54,6 +57,9 @@ var gauges = []gauge{
 	{"numapool.tasks.queued", "Tasks in the node's shards now.", func(n pool.NodeStats) int64 { return int64(n.Queued) }},
 	{"numapool.workers.busy", "The node's workers in a task now.", func(n pool.NodeStats) int64 { return int64(n.BusyWorkers) }},
 	{"numapool.workers", "The node's workers.", func(n pool.NodeStats) int64 { return int64(n.Workers) }},
+	{"numapool.tasks.blocked", "Tasks in Worker.Block now, or back from it and waiting for their worker's seat.", func(n pool.NodeStats) int64 { return int64(n.Blocked) }},
+	{"numapool.spares", "Spare threads alive.", func(n pool.NodeStats) int64 { return int64(n.Spares) }},
+	{"numapool.spares.parked", "Spare threads parked.", func(n pool.NodeStats) int64 { return int64(n.SparesParked) }},
 }
 
 // histogram is one per-node histogram of pool.NodeStats.
