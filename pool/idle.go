@@ -362,6 +362,13 @@ func (il *idle) unmark(w *Worker) {
 	}
 }
 
+// asleep reports whether w is parked, waiting inside a task or not.
+func (il *idle) asleep(w *Worker) bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return il.parked[w.id]
+}
+
 // idleParked reports whether w is parked with no task on its stack.
 func (il *idle) idleParked(w *Worker) bool {
 	il.mu.Lock()

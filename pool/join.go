@@ -234,8 +234,10 @@ func (w *Worker) leave() {
 		w.push(t)
 	}
 	w.publish()
-	if w.lifo.Load() != nil || !w.local.IsEmpty() {
-		// Counted awake, not searching: the thread wakes to its queue.
+	if w.lifo.Load() != nil || !w.local.IsEmpty() || w.relay.busy.Load() != 0 {
+		// Counted awake, not searching: the thread wakes to its queue, or
+		// to the threads of the seat in Block (spare.go), whose seat it
+		// hands on at the top of its loop or parks as a waiter.
 		// A notify that woke the caller meanwhile marked the seat woken
 		// to search, and the caller has ended that search: the thread
 		// must not take the mark for a search of its own.

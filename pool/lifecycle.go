@@ -193,7 +193,7 @@ func (p *Pool) Shutdown(ctx context.Context) (abandoned int, err error) {
 func (p *Pool) shutdown(ctx context.Context, call string) (abandoned int, err error) {
 	ctx = orBackground(ctx)
 	p.beginClose()
-	if p.onWorker() {
+	if p.inTaskNow() {
 		return 0, &insideTaskError{call: call}
 	}
 	if d, ok := ctx.Deadline(); ok {
@@ -275,8 +275,15 @@ func (p *sched) giveUp() {
 func (p *sched) running() int {
 	n := 0
 	for _, w := range p.workers {
-		if b := int(w.relay.busy.Load()); b > 0 {
-			n += b // tasks in Block on the seat, or back from it (spare.go)
+		if w.relay.busy.Load() > 0 {
+			// Tasks in Block on the seat, or back from it, or waiting
+			// inside with the seat handed on (spare.go), and the one its
+			// holder runs unless it is parked.
+			blocked, waiting, _ := w.relay.counts()
+			n += blocked + waiting
+			if !w.owner.ended.Load() && !p.idle.asleep(w) {
+				n++
+			}
 		} else if p.inTask(w) {
 			n++
 		}

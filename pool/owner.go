@@ -90,3 +90,20 @@ func (p *sched) workerOf() *Worker {
 
 // onWorker reports whether the calling goroutine is one of p's workers.
 func (p *sched) onWorker() bool { return p.workerOf() != nil }
+
+// inTaskNow reports whether the calling goroutine runs one of p's tasks: on
+// a worker's seat, or in Worker.Block's function (spare.go), where it
+// holds no seat but its task is on its stack.
+func (p *sched) inTaskNow() bool {
+	if p.onWorker() {
+		return true
+	}
+	g := goruntime.G()
+	if m := p.byG.m.Load(); m != nil {
+		if w := (*m)[g]; w != nil && !w.owner.ended.Load() {
+			return true // a worker's own goroutine or a spare's, in Block
+		}
+	}
+	_, ok := p.blockedCallers.Load(g)
+	return ok
+}

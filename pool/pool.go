@@ -100,11 +100,14 @@ type sched struct {
 	labels   observe.Cache   // the label sets of tasks (labels.go)
 	byG      owners          // the workers by their goroutine (owner.go)
 	// The callers from outside on workers' seats (join.go), for workerOf.
-	callers    [maxCallers]atomic.Pointer[Worker]
-	nCallers   atomic.Int32
-	callersHi  atomic.Int32 // callers[callersHi:] were never used
-	order      []int        // Submit's round robin over domains, weighted by size
-	cpuDomains [][]int      // per OS CPU, the domains whose CPUs hold it (callerDomain)
+	callers   [maxCallers]atomic.Pointer[Worker]
+	nCallers  atomic.Int32
+	callersHi atomic.Int32 // callers[callersHi:] were never used
+	// blockedCallers holds the goroutines of callers in Worker.Block
+	// (spare.go), which hold no seat meanwhile, for inTaskNow.
+	blockedCallers sync.Map
+	order          []int   // Submit's round robin over domains, weighted by size
+	cpuDomains     [][]int // per OS CPU, the domains whose CPUs hold it (callerDomain)
 	// onlyDomain: one domain, whose CPUs held every CPU the process had at
 	// New, so a caller runs on one of them without asking (joinDomain).
 	onlyDomain bool

@@ -10,6 +10,7 @@ import (
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool/internal/goruntime"
 	"github.com/numapool/numapool/pool/internal/observe"
+	"github.com/numapool/numapool/pool/internal/place"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -70,6 +71,21 @@ import (
 // Inside the function the task must not use its *Worker: the seat is
 // the spare's (the owner check panics). Submitting to the Pool or a Node
 // works as from any goroutine.
+//
+// Why the idle protocol holds (idle.go). To the idle protocol the seat is
+// one worker whichever thread holds it: the holder searches, parks and
+// is woken through the same counters, and a hand-over happens between
+// tasks, with the seat awake and not searching on both sides. A parked
+// holder of a seat with threads in Block registers as a waiter (toParked
+// with waiting), so the pool is not quiet and a caller does not borrow
+// it. A thread that wants the seat back (reacquire, or a displaced
+// holder whose latch is set) is a second reason to wake, with the
+// handshake of a latch: it first makes itself known (relay.waiting, or
+// its latch set), then takes the holder off the sleepers' lists under
+// the idle lock and sends it a token (wakeWaiter); the holder registers
+// parked under that lock first and then looks for a ready waiter
+// (readyWaiter) before it sleeps. So either the holder's look sees the
+// waiter, or the waiter's wake-up finds the holder parked.
 
 // spareKeepAlive is how long a spare thread stays parked after it handed
 // its worker's seat back before it ends (Tokio's blocking threads keep
@@ -126,6 +142,8 @@ type spare struct {
 	stay latch // its loop's latch, never set: its loop ends by yield
 	cpus topology.CPUSet
 	lock bool // lock the goroutine to a thread (the worker's is)
+	th   *pin.Thread
+	tid  int // the thread bind bound; 0 where unknown
 }
 
 // Block runs fn, which may block, on the task's thread while a spare
@@ -151,8 +169,12 @@ func (w *Worker) Block(fn func()) {
 	r := &w.relay
 	me := w.holderHand()
 	r.busy.Add(1)
+	caller := w.out.on && !r.onSpr
+	if caller {
+		w.pool.blockedCallers.Store(me.g, struct{}{})
+	}
 	w.handTo(me, &s.h)
-	defer w.reacquire(me)
+	defer w.reacquire(me, caller)
 	fn()
 }
 
@@ -235,7 +257,10 @@ func (w *Worker) take(h *hand, waited bool) {
 
 // reacquire waits, after me's Block returned, until the seat's holder
 // hands it back at a task boundary.
-func (w *Worker) reacquire(me *hand) {
+func (w *Worker) reacquire(me *hand, caller bool) {
+	if caller {
+		w.pool.blockedCallers.Delete(me.g)
+	}
 	r := &w.relay
 	me.back, me.l = true, nil
 	r.mu.Lock()
@@ -361,18 +386,23 @@ func (w *Worker) endWait() {
 	}
 }
 
-// counts returns the seat's tasks in Block or back from it, and its
-// parked spares (Stats).
-func (r *relay) counts() (blocked, parked int) {
+// counts returns the seat's tasks in Block or back from it, the tasks of
+// holders displaced inside a wait (yield), and its parked spares (Stats,
+// running). The worker's own thread waiting at its loop's top has no
+// task.
+func (r *relay) counts() (blocked, waiting, parked int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	blocked = int(r.busy.Load())
 	for _, h := range r.waiting {
 		if !h.back {
-			blocked-- // a holder displaced inside a wait, not a Block
+			blocked-- // displaced, not in Block
+			if h.l != nil {
+				waiting++
+			}
 		}
 	}
-	return max(0, blocked), len(r.idle)
+	return max(0, blocked), waiting, len(r.idle)
 }
 
 // endSpares ends the worker's parked spares, and any that would start:
@@ -410,7 +440,6 @@ func (s *spare) main(holding bool) {
 	w.pool.byG.move(w, 0, s.h.g) // workerOf finds the spare's goroutine while it holds the seat
 	quit := w.relay.quitCh()
 	timer := time.NewTimer(spareKeepAlive)
-	var th *pin.Thread
 	ended := false
 	defer func() {
 		timer.Stop()
@@ -436,17 +465,20 @@ func (s *spare) main(holding bool) {
 				<-s.h.ready // taken by a Block as the keep-alive ended
 			}
 		}
-		th = s.bind()
+		s.th = s.bind()
 		w.take(&s.h, false)
 		w.runUntil(&s.stay)
-		s.unbind(th)
+		s.unbind(s.th)
 		timer.Reset(spareKeepAlive)
 	}
 }
 
 // bind locks the spare's goroutine to its thread, bound to the worker's
 // CPUs, if the worker's is (not pin.Goroutines); nil when there is
-// nothing to restore.
+// nothing to restore. It locks spareLockSlack times more, as a worker's
+// thread does (place.LockSlack), so that a task's unpaired
+// UnlockOSThread calls leave the goroutine on the thread it bound; past
+// the slack, unbind finds the thread it left by its ID.
 func (s *spare) bind() *pin.Thread {
 	if !s.lock {
 		return nil
@@ -454,19 +486,45 @@ func (s *spare) bind() *pin.Thread {
 	th, err := pin.Lock(s.cpus)
 	if err != nil {
 		runtime.LockOSThread() // unbound, as a worker whose binding failed still runs
-		return nil
 	}
+	for range spareLockSlack {
+		runtime.LockOSThread()
+	}
+	s.tid = place.ThreadID()
 	return th
 }
 
-// unbind gives the thread its mask back and unlocks the goroutine.
+// spareLockSlack is bind's extra locks: each costs a few nanoseconds per
+// hold of a seat.
+const spareLockSlack = 64
+
+// unbind gives the bound thread its mask back and unlocks the goroutine.
 func (s *spare) unbind(th *pin.Thread) {
-	switch {
-	case th != nil:
-		_ = th.Restore() // on error the goroutine stays locked: the runtime ends the thread with it
-	case s.lock:
-		runtime.UnlockOSThread()
+	if !s.lock {
+		return
 	}
+	if th != nil {
+		if s.left(th) {
+			return
+		}
+		if th.RestoreMask() != nil {
+			return // stays locked: the runtime ends the thread with the goroutine rather than run others narrowed
+		}
+	}
+	for range spareLockSlack + 1 {
+		runtime.UnlockOSThread() // no more than were taken: a task's unpaired unlocks took some
+	}
+}
+
+// left reports whether a task's unpaired unlocks, past the slack, moved
+// the goroutine off the thread bind bound, and if so gives that thread
+// its mask back by its ID (as place.Thread.Desert does).
+func (s *spare) left(th *pin.Thread) bool {
+	if s.tid == 0 || place.ThreadID() == s.tid {
+		return false
+	}
+	_ = pin.Aim(s.tid, th.Original())
+	return true
 }
 
 // goexit runs as a task's runtime.Goexit ends the spare's goroutine while
@@ -475,6 +533,9 @@ func (s *spare) unbind(th *pin.Thread) {
 // the worker's own). Still the holder here.
 func (s *spare) goexit() {
 	w := s.w
+	if s.th != nil {
+		s.left(s.th) // the thread it is on ends with it; one it left is given its mask back
+	}
 	w.c.Goexits++
 	if w.seek.searching {
 		w.endSearch()

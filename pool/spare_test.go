@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/numapool/numapool/pin"
+	"github.com/numapool/numapool/pool/internal/goruntime"
 	"github.com/numapool/numapool/topology"
 )
 
@@ -403,7 +406,11 @@ func TestShutdownWithBlockedTasks(t *testing.T) {
 	defer cancel()
 	var n int
 	within(t, hangBound, "Shutdown", func() { n, err = p.Shutdown(c) })
-	if !errors.Is(err, ErrAbandoned) || !strings.Contains(fmt.Sprint(err), "2 tasks still running") {
+	var running int
+	if m := regexp.MustCompile(`(\d+) tasks? still running`).FindStringSubmatch(fmt.Sprint(err)); m != nil {
+		running, _ = strconv.Atoi(m[1])
+	}
+	if !errors.Is(err, ErrAbandoned) || running < 2 {
 		t.Errorf("Shutdown = %d, %v; want the two blocked tasks counted running", n, err)
 	}
 	close(release)
@@ -447,4 +454,325 @@ func TestBlockStats(t *testing.T) {
 	}) {
 		t.Errorf("after the tasks went on: %d blocked, %d spares, %d parked; want 0 and every spare parked", st.Blocked, st.Spares, st.SparesParked)
 	}
+}
+
+// A caller from outside that leaves its seat while a task it spawned is
+// in Block, as the pool closes, leaves the seat counted busy: the pool
+// does not drain under the blocked task, and what the task spawns after
+// Block runs.
+func TestCallerLeavesWithTaskInBlock(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	parkAll(t, p)
+	// The other worker is busy (an unmarked wait), so the spawned task
+	// stays on the caller's seat.
+	occupied, occupy := make(chan struct{}), make(chan struct{})
+	mustSubmit(t, p, func(*Worker) { close(occupied); <-occupy })
+	<-occupied
+	xBlocked, leave, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var after, y atomic.Int64
+	joined := false
+	ran := make(chan error, 1)
+	go func() {
+		me := goruntime.G()
+		_, err := Run(p, func(w *Worker) (int, error) {
+			joined = goruntime.G() == me
+			w.Spawn(func(w *Worker) {
+				w.Block(func() { close(xBlocked); <-release })
+				after.Add(1)
+				w.Spawn(func(*Worker) { y.Add(1) })
+			})
+			w.Block(func() { <-xBlocked; <-leave })
+			return 0, nil
+		})
+		ran <- err
+	}()
+	waitClosed(t, xBlocked, hangBound, "the spawned task's Block")
+	close(occupy) // the other worker parks
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	time.Sleep(20 * time.Millisecond)
+	close(leave) // the caller leaves last, with the spawned task in Block: the pool drains
+	if err := recv(t, ran, "Run"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	var err error
+	within(t, hangBound, "Close", func() { err = <-closed })
+	if !joined {
+		t.Skip("the caller did not join")
+	}
+	if err != nil || after.Load() != 1 || y.Load() != 1 {
+		t.Errorf("Close = %v; after Block: %d of 1; spawned after Block: %d of 1 (Stats().Abandoned %d)", err, after.Load(), y.Load(), p.Stats().Abandoned)
+	}
+}
+
+// A caller from outside that leaves its seat, with no task boundary on
+// the way, while a task's thread waits for that seat after its Block
+// returned, hands the seat on: the worker's thread wakes to it.
+func TestCallerLeavesWithThreadWaitingForSeat(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	parkAll(t, p)
+	occupied, occupy := make(chan struct{}), make(chan struct{})
+	defer close(occupy)
+	mustSubmit(t, p, func(*Worker) { close(occupied); <-occupy })
+	<-occupied
+	xBlocked, xRelease := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	joined := false
+	ran := make(chan error, 1)
+	go func() {
+		me := goruntime.G()
+		_, err := Run(p, func(w *Worker) (int, error) {
+			joined = goruntime.G() == me
+			w.Spawn(func(w *Worker) {
+				w.Block(func() { close(xBlocked); <-xRelease })
+				close(done)
+			})
+			w.Block(func() { <-xBlocked })
+			// The seat is the caller's again; the spawned task's Block
+			// returns now and its thread waits for the seat.
+			close(xRelease)
+			time.Sleep(20 * time.Millisecond)
+			return 0, nil
+		})
+		ran <- err
+	}()
+	if err := recv(t, ran, "Run"); err != nil {
+		t.Fatal(err)
+	}
+	if !joined {
+		<-done
+		t.Skip("the caller did not join")
+	}
+	select {
+	case <-done:
+	case <-time.After(hangBound):
+		t.Errorf("the spawned task did not go on after its Block returned within %v (Stats().Blocked %d)", hangBound, p.Stats().Blocked)
+		mustSubmit(t, p, func(*Worker) {}) // new work wakes the worker's thread, which hands the seat on
+		waitClosed(t, done, hangBound, "the spawned task, after new work woke the worker")
+	}
+}
+
+// Close and Shutdown from inside Block's function are calls from inside a
+// task: they return ErrInsideTask at once instead of waiting for the task
+// that calls them.
+func TestShutdownInsideBlock(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	res := make(chan error, 1)
+	took := make(chan time.Duration, 1)
+	mustSubmit(t, p, func(w *Worker) {
+		w.Block(func() {
+			c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := p.Shutdown(c)
+			took <- time.Since(start)
+			res <- err
+		})
+	})
+	var err error
+	var d time.Duration
+	within(t, hangBound, "Shutdown inside Block", func() { d, err = <-took, <-res })
+	if !errors.Is(err, ErrInsideTask) || d > 100*time.Millisecond {
+		t.Errorf("Shutdown inside Block's function = %v after %v; want ErrInsideTask at once", err, d)
+	}
+	within(t, hangBound, "Close", func() { _ = p.Close() })
+}
+
+// A task's unpaired runtime.UnlockOSThread on a spare leaves the spare
+// on the thread it bound (its lock slack): no thread stays narrowed after
+// Close.
+func TestStrayUnlockOnSpare(t *testing.T) {
+	onThreads(t)
+	process, err := topology.ThreadAffinity(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	p, err := New(WithSpec("2x1"), WithoutEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := p.Node(p.Nodes()[1]).Strict()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	outer := Async(node, func(w *Worker) (int, error) {
+		w.Block(func() { close(blocked); <-release })
+		return 0, nil
+	})
+	<-blocked
+	within(t, hangBound, "the task on the spare", func() {
+		if _, err := Run(node, func(w *Worker) (int, error) {
+			runtime.UnlockOSThread() // one stray unlock, as a worker's slack absorbs
+			for range 20 {
+				time.Sleep(time.Millisecond) // the goroutine may come back on another thread
+			}
+			return 0, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Keep the runtime's threads busy so that the deserted one runs
+	// other goroutines.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				time.Sleep(50 * time.Microsecond)
+				runtime.Gosched()
+			}
+		}()
+	}
+	wg.Wait()
+	close(release)
+	if _, err := outer.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, hangBound, "Close", func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	var bad []string
+	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
+		t.Errorf("after Close, threads narrowed from %s: %v", process, bad)
+	}
+}
+
+// A Shutdown that gives up counts as running both the task in Block and
+// the task its spare runs.
+func TestShutdownCountsTaskOnSpare(t *testing.T) {
+	p, err := New(WithSpec("1x1"), WithoutEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, stop := make(chan struct{}), make(chan struct{})
+	var blocked, spinning sync.WaitGroup
+	blocked.Add(1)
+	spinning.Add(1)
+	mustSubmit(t, p, func(w *Worker) {
+		blocked.Done()
+		w.Block(func() { <-release })
+	})
+	blocked.Wait()
+	mustSubmit(t, p, func(w *Worker) {
+		spinning.Done()
+		for !isDone(stop) {
+			time.Sleep(time.Millisecond) // unmarked: this task holds the spare
+		}
+	})
+	spinning.Wait()
+	c, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	var n int
+	within(t, hangBound, "Shutdown", func() { n, err = p.Shutdown(c) })
+	if !strings.Contains(fmt.Sprint(err), "2 tasks still running") {
+		t.Errorf("Shutdown = %d, %v; want 2 tasks still running (one in Block, one on the spare)", n, err)
+	}
+	close(stop)
+	close(release)
+	waitClosed(t, p.done, hangBound, "the pool's end")
+}
+
+// Unpaired unlocks past a spare's slack move its goroutine off the
+// thread it bound: the spare gives that thread its mask back by its ID,
+// and no thread stays narrowed after Close.
+func TestStrayUnlocksPastSlackOnSpare(t *testing.T) {
+	onThreads(t)
+	process, err := topology.ThreadAffinity(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	p, err := New(WithSpec("2x1"), WithoutEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := p.Node(p.Nodes()[1]).Strict()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	outer := Async(node, func(w *Worker) (int, error) {
+		w.Block(func() { close(blocked); <-release })
+		return 0, nil
+	})
+	<-blocked
+	within(t, hangBound, "the task on the spare", func() {
+		if _, err := Run(node, func(w *Worker) (int, error) {
+			for range 5000 {
+				runtime.UnlockOSThread()
+			}
+			for range 20 {
+				time.Sleep(time.Millisecond)
+			}
+			return 0, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				time.Sleep(50 * time.Microsecond)
+				runtime.Gosched()
+			}
+		}()
+	}
+	wg.Wait()
+	close(release)
+	if _, err := outer.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, hangBound, "Close", func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	var bad []string
+	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
+		t.Errorf("after Close, threads narrowed from %s: %v", process, bad)
+	}
+}
+
+// The worker's own thread waiting at its loop's top for its seat has no
+// task: a Shutdown that gives up does not count it running.
+func TestShutdownCountsOwnThreadAtTop(t *testing.T) {
+	p, err := New(WithSpec("1x1"), WithoutEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tRel, uRel, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	tIn, uIn, uOn, tDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	mustSubmit(t, p, func(w *Worker) { // T, on the worker's own thread
+		defer close(tDone)
+		w.Block(func() { close(tIn); <-tRel })
+	})
+	<-tIn
+	mustSubmit(t, p, func(w *Worker) { // U, on the spare
+		w.Block(func() { close(uIn); <-uRel })
+		close(uOn)
+		for !isDone(stop) {
+			time.Sleep(time.Millisecond) // unmarked
+		}
+	})
+	<-uIn
+	close(tRel) // T goes on and ends: the worker's thread is at its loop's top
+	<-tDone
+	time.Sleep(10 * time.Millisecond)
+	close(uRel) // U's thread takes the seat from it: it waits at its top
+	<-uOn
+	time.Sleep(10 * time.Millisecond)
+	c, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	var n int
+	within(t, hangBound, "Shutdown", func() { n, err = p.Shutdown(c) })
+	if !strings.Contains(fmt.Sprint(err), "1 task still running") {
+		t.Errorf("Shutdown = %d, %v; want 1 task still running (U on the spare)", n, err)
+	}
+	close(stop)
+	waitClosed(t, p.done, hangBound, "the pool's end")
 }

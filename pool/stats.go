@@ -234,7 +234,7 @@ func (p *Pool) Stats() Stats {
 		ns.Submitted = d.inject.Pushed() + d.pinned.Pushed() + ns.Spawned
 		ns.Spares = int(d.spares.Load())
 		for _, w := range d.workers {
-			b, parked := w.relay.counts()
+			b, _, parked := w.relay.counts()
 			ns.Blocked += b
 			ns.SparesParked += parked
 		}
