@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -413,7 +414,8 @@ func benchLatency(b *testing.B, call func()) {
 // each 10µs of compute, every tenth blocked 1ms first, in time.Sleep
 // (the Go runtime sees it: the thread's processor goes on at once) or in
 // nanosleep (it does not: the runtime's monitor takes the processor back
-// after 20µs to 10ms); ns/op is per task. marked wraps the wait in
+// after 20µs to 10ms) or in a read of a pipe written to 1ms later (the
+// runtime's network poller waits for it); ns/op is per task. marked wraps the wait in
 // Worker.Block, unmarked does not, goroutine starts one goroutine per
 // task.
 func BenchmarkBlocking(b *testing.B) {
@@ -424,6 +426,7 @@ func BenchmarkBlocking(b *testing.B) {
 	}{
 		{"sleep", func() { time.Sleep(blocked) }},
 		{"nanosleep", func() { sleepInKernel(blocked) }},
+		{"pipe", func() { readPipeAfter(blocked) }},
 	} {
 		run := func(b *testing.B, submit func(wg *sync.WaitGroup, i int)) {
 			for range b.N {
@@ -472,4 +475,18 @@ func BenchmarkBlocking(b *testing.B) {
 			})
 		})
 	}
+}
+
+// readPipeAfter reads a byte from a new pipe that gets one after d.
+func readPipeAfter(d time.Duration) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	t := time.AfterFunc(d, func() { _, _ = w.Write([]byte{1}) })
+	defer t.Stop()
+	var b [1]byte
+	_, _ = r.Read(b[:])
 }

@@ -299,8 +299,10 @@
 //     to the Pool or a Node instead. A panic or runtime.Goexit in fn
 //     passes through Block. Spares park when they hand the worker back,
 //     end after 10 s parked or with the pool, and are capped per node
-//     (WithSpares, NUMAPOOL_SPARES; default 256): past the cap Block runs
-//     fn with no spare and counts it (Counters.SparesRefused). Close
+//     (WithSpares, NUMAPOOL_SPARES; default 256) and by the threads the
+//     process may start beyond the workers' (New's count, as for
+//     ErrTooManyWorkers): past either Block runs fn with no spare and
+//     counts it (Counters.SparesRefused). Close
 //     waits for blocked tasks as for any running task; a Shutdown that
 //     gives up counts them still running. Stats shows the tasks blocked
 //     now and the spares alive and parked. Tests:

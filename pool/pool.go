@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -103,6 +104,11 @@ type sched struct {
 	callers   [maxCallers]atomic.Pointer[Worker]
 	nCallers  atomic.Int32
 	callersHi atomic.Int32 // callers[callersHi:] were never used
+	// threadsLeft is how many more threads the process could start at New
+	// beyond the workers' (place.Plan.ThreadsLeft): the pool's live
+	// spares never outnumber it (spare.go). spares counts them.
+	threadsLeft int64
+	spares      atomic.Int64
 	// blockedCallers holds the goroutines of callers in Worker.Block
 	// (spare.go), which hold no seat meanwhile, for inTaskNow.
 	blockedCallers sync.Map
@@ -155,7 +161,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		}
 		return nil, err
 	}
-	p := &sched{cfg: cfg, topo: pl.Topo, degraded: pl.Degraded, notes: pl.Notes, claim: pl.Claim, started: time.Now(),
+	p := &sched{cfg: cfg, topo: pl.Topo, degraded: pl.Degraded, notes: pl.Notes, claim: pl.Claim, started: time.Now(), threadsLeft: int64(min(pl.ThreadsLeft, math.MaxInt32)),
 		intake: make(chan struct{}), done: make(chan struct{})}
 	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
 	var nodeWorkers [][]int

@@ -64,9 +64,11 @@ import (
 //     (join.go), and the worker does not end with the pool; the worker's
 //     own thread, once its loop ends, hands the seat to each returning
 //     thread until none is left (endWait).
-//   - A Block past the node's cap of spares (WithSpares) runs its
-//     function on the task's thread, with no spare, and is counted
-//     (SparesRefused).
+//   - A Block past the node's cap of spares (WithSpares), or past the
+//     threads the process may start beyond the workers' (New's count,
+//     internal/place/limits.go), runs its function on the task's thread,
+//     with no spare, and is counted (SparesRefused): a thread past the
+//     process's limits ends the process.
 //
 // Inside the function the task must not use its *Worker: the seat is
 // the spare's (the owner check panics). Submitting to the Pool or a Node
@@ -212,8 +214,16 @@ func (w *Worker) spareFor() *spare {
 		return s
 	}
 	r.mu.Unlock()
-	d := w.domain
-	if d.spares.Add(1) > int32(w.pool.cfg.sparesCap()) {
+	d, p := w.domain, w.pool
+	if d.spares.Add(1) > int32(p.cfg.sparesCap()) {
+		d.spares.Add(-1)
+		return nil
+	}
+	if p.spares.Add(1) > p.threadsLeft {
+		// The threads the process may start (New's count, limits.go)
+		// are the workers' and the runtime's: a spare past them could
+		// end the process.
+		p.spares.Add(-1)
 		d.spares.Add(-1)
 		return nil
 	}
@@ -449,6 +459,7 @@ func (s *spare) main(holding bool) {
 		}
 		w.pool.byG.move(w, s.h.g, 0)
 		w.domain.spares.Add(-1)
+		w.pool.spares.Add(-1)
 	}()
 	for first := true; ; first = false {
 		if !first || !holding {

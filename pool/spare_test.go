@@ -776,3 +776,32 @@ func TestShutdownCountsOwnThreadAtTop(t *testing.T) {
 	close(stop)
 	waitClosed(t, p.done, hangBound, "the pool's end")
 }
+
+// Spares count against the threads the process may start beyond the
+// workers (New's count, place.Plan.ThreadsLeft): past that room a Block
+// runs with no spare and is counted refused, below the node's cap.
+func TestSparesWithinTheThreadRoom(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x1"))
+	p.threadsLeft = 1
+	release := make(chan struct{})
+	var started, done sync.WaitGroup
+	started.Add(1)
+	done.Add(2)
+	mustSubmit(t, p, func(w *Worker) {
+		defer done.Done()
+		started.Done()
+		w.Block(func() { <-release })
+	})
+	started.Wait()
+	ran := false
+	mustSubmit(t, p, func(w *Worker) { // on the spare: no room for a second
+		defer done.Done()
+		w.Block(func() { ran = true; close(release) })
+	})
+	within(t, hangBound, "the tasks", done.Wait)
+	parkAll(t, p)
+	c := p.Stats().Total
+	if !ran || c.Blocks != 1 || c.SparesStarted != 1 || c.SparesRefused != 1 {
+		t.Errorf("blocks %d, spares started %d, refused %d; want 1, 1, 1", c.Blocks, c.SparesStarted, c.SparesRefused)
+	}
+}

@@ -81,10 +81,11 @@ func (e *LimitError) Unwrap() error { return ErrTooManyWorkers }
 
 // checkThreads returns a *LimitError when workers thread-locked
 // workers do not fit under the tightest of bounds once the runtime's
-// headroom is kept.
-func checkThreads(workers int, from string, bounds []threadBound) error {
+// headroom is kept, and otherwise the threads left beyond them
+// (math.MaxInt when no bound applies).
+func checkThreads(workers int, from string, bounds []threadBound) (left int, err error) {
 	if len(bounds) == 0 {
-		return nil
+		return math.MaxInt, nil
 	}
 	tight := bounds[0]
 	for _, b := range bounds[1:] {
@@ -93,8 +94,9 @@ func checkThreads(workers int, from string, bounds []threadBound) error {
 		}
 	}
 	headroom := runtimeHeadroom()
-	if room := tight.room - headroom; workers > room {
-		return &LimitError{from: from, workers: workers, Room: room, headroom: headroom, bound: tight}
+	room := tight.room - headroom
+	if workers > room {
+		return 0, &LimitError{from: from, workers: workers, Room: room, headroom: headroom, bound: tight}
 	}
-	return nil
+	return room - workers, nil
 }

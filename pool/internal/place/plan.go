@@ -2,6 +2,7 @@ package place
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +21,11 @@ type Plan struct {
 	Degraded []string // what of the request could not be had
 	Notes    []string // what a setting chose (the CPU kind), for Explain
 	Claim    *Claim   // the workers' CPUs, held until the pool ends
+	// ThreadsLeft is how many more threads the process may start, as New
+	// counted, beyond the workers' and the runtime's headroom: the room
+	// for spare threads (pool/spare.go). math.MaxInt when the workers
+	// lock no thread or no limit applies.
+	ThreadsLeft int
 }
 
 // NodePlan is one node's part of a Plan.
@@ -53,7 +59,7 @@ type Request struct {
 // NewPlan picks the topology, the nodes and the CPU of each worker, and
 // claims those CPUs (Claim) against the other pools of the process.
 func NewPlan(r Request) (*Plan, error) {
-	p := &Plan{}
+	p := &Plan{ThreadsLeft: math.MaxInt}
 	t := r.Topo
 	if t == nil {
 		t = topology.DiscoverWithin(r.CPUs)
@@ -122,9 +128,11 @@ func NewPlan(r Request) (*Plan, error) {
 				bounds[i].what += " and the machine monitor's"
 			}
 		}
-		if err := checkThreads(workers, r.WorkersFrom, bounds); err != nil {
+		left, err := checkThreads(workers, r.WorkersFrom, bounds)
+		if err != nil {
 			return nil, err
 		}
+		p.ThreadsLeft = left
 	}
 	if r.Required && len(nodes) > workers {
 		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %s cannot cover %d nodes", plural(workers, "worker"), len(nodes))
