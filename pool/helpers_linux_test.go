@@ -41,3 +41,11 @@ func threadsCPU(tids []int) (d time.Duration, ok bool) {
 	}
 	return d, true
 }
+
+// sleepInKernel blocks the calling thread for d in nanosleep, as a read
+// from a slow device does: the Go runtime does not see it coming.
+func sleepInKernel(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
+}

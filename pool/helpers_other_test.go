@@ -5,5 +5,3 @@ package pool
 import "time"
 
 func processCPU() time.Duration { return 0 }
-
-func sleepInKernel(d time.Duration) { time.Sleep(d) }

@@ -115,6 +115,7 @@ type relay struct {
 	idle    []*spare // parked spares, the last parked last
 	gone    bool     // the worker ended: no spare starts, parked ones end
 	quit    chan struct{}
+	alive   sync.WaitGroup // the seat's spares, until their goroutines end (endSpares waits)
 	// endNote wakes the worker's own thread, holding the seat once the
 	// pool ended, when a thread starts waiting for it (endWait).
 	endNote chan struct{}
@@ -231,6 +232,7 @@ func (w *Worker) spareFor() *spare {
 	s := &spare{w: w, cpus: w.th.Bound(), lock: w.th.Locked()}
 	s.h = hand{ready: make(chan struct{}, 1), sp: s}
 	s.stay.w = w
+	w.relay.alive.Add(1)
 	go s.main(false)
 	return s
 }
@@ -415,8 +417,9 @@ func (r *relay) counts() (blocked, waiting, parked int) {
 	return max(0, blocked), waiting, len(r.idle)
 }
 
-// endSpares ends the worker's parked spares, and any that would start:
-// the worker ends (end).
+// endSpares ends the worker's parked spares, and any that would start,
+// and waits for their goroutines to end: the worker ends (end), and Close
+// returns with no spare left.
 func (w *Worker) endSpares() {
 	r := &w.relay
 	r.mu.Lock()
@@ -426,6 +429,7 @@ func (w *Worker) endSpares() {
 	}
 	r.idle = nil
 	r.mu.Unlock()
+	r.alive.Wait() // parked ones, or on their way there: none holds the seat (endWait)
 }
 
 // main is the spare's goroutine: it holds the seat when handed it
@@ -453,6 +457,7 @@ func (s *spare) main(holding bool) {
 	ended := false
 	defer func() {
 		timer.Stop()
+		defer w.relay.alive.Done()
 		if !ended {
 			s.goexit() // a task ended this goroutine with runtime.Goexit
 			return
@@ -509,7 +514,10 @@ func (s *spare) bind() *pin.Thread {
 // hold of a seat.
 const spareLockSlack = 64
 
-// unbind gives the bound thread its mask back and unlocks the goroutine.
+// unbind gives the bound thread the process's CPUs back and unlocks the
+// goroutine. The process's CPUs, not the mask the thread had at bind: a
+// spare binds whichever thread the runtime runs it on, and that thread
+// may be one another spare was moved off and has not yet given back.
 func (s *spare) unbind(th *pin.Thread) {
 	if !s.lock {
 		return
@@ -518,7 +526,7 @@ func (s *spare) unbind(th *pin.Thread) {
 		if s.left(th) {
 			return
 		}
-		if th.RestoreMask() != nil {
+		if th.Set(s.processCPUs(th)) != nil {
 			return // stays locked: the runtime ends the thread with the goroutine rather than run others narrowed
 		}
 	}
@@ -527,14 +535,24 @@ func (s *spare) unbind(th *pin.Thread) {
 	}
 }
 
+// processCPUs is what a thread a spare bound gets back: the process's
+// CPUs as the machine monitor last read them, else the thread's mask
+// before bind.
+func (s *spare) processCPUs(th *pin.Thread) topology.CPUSet {
+	if c := s.w.pool.placer.CPUsNow(); !c.IsEmpty() {
+		return c
+	}
+	return th.Original()
+}
+
 // left reports whether a task's unpaired unlocks, past the slack, moved
 // the goroutine off the thread bind bound, and if so gives that thread
-// its mask back by its ID (as place.Thread.Desert does).
+// the process's CPUs back by its ID (as place.Thread.Desert does).
 func (s *spare) left(th *pin.Thread) bool {
 	if s.tid == 0 || place.ThreadID() == s.tid {
 		return false
 	}
-	_ = pin.Aim(s.tid, th.Original())
+	_ = pin.Aim(s.tid, s.processCPUs(th))
 	return true
 }
 
@@ -547,19 +565,13 @@ func (s *spare) goexit() {
 	if s.th != nil {
 		s.left(s.th) // the thread it is on ends with it; one it left is given its mask back
 	}
-	w.c.Goexits++
-	if w.seek.searching {
-		w.endSearch()
-	}
-	if t := w.joinSlot.Swap(nil); t != nil {
-		w.push(t)
-	}
-	w.publish()
+	w.goexited()
 	w.pool.byG.move(w, s.h.g, 0)
 	w.owner.g.Store(0)
 	ns := &spare{w: w, cpus: s.cpus, lock: s.lock}
 	ns.h = hand{ready: make(chan struct{}, 1), sp: ns}
 	ns.stay.w = w
+	w.relay.alive.Add(1)
 	go ns.main(true)
 	// This goroutine ends now; locked, it takes its thread with it.
 }

@@ -218,7 +218,8 @@ type Stats struct {
 
 // Stats returns the counters. Running workers publish theirs every 64
 // tasks and when they park, so a busy worker's figures may lag slightly;
-// after Close they are exact. Queued and BusyWorkers are read at the call.
+// after Close they are exact. Queued, BusyWorkers, Blocked, Spares and
+// SparesParked are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	for _, d := range p.domains {

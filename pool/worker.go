@@ -685,10 +685,11 @@ func (w *Worker) end() {
 	// the goroutine.
 }
 
-// replace runs as a task's runtime.Goexit ends the worker's goroutine,
-// after every deferred call of the tasks on its stack: it hands the
-// worker on to a new goroutine (see above). Still the owner here.
-func (w *Worker) replace() {
+// goexited is what a goroutine that a task's runtime.Goexit ends does
+// for the seat it holds before another goroutine takes it on (replace,
+// spare.goexit): the count, its search ended, the Join offer that no Join
+// will take back queued, its counters published.
+func (w *Worker) goexited() {
 	w.c.Goexits++
 	if w.seek.searching {
 		w.endSearch()
@@ -697,6 +698,13 @@ func (w *Worker) replace() {
 		w.push(t)
 	}
 	w.publish()
+}
+
+// replace runs as a task's runtime.Goexit ends the worker's goroutine,
+// after every deferred call of the tasks on its stack: it hands the
+// worker on to a new goroutine (see above). Still the owner here.
+func (w *Worker) replace() {
+	w.goexited()
 	w.relay.cur = nil // the new goroutine's record is made at its first Block
 	w.pool.byG.move(w, w.owner.g.Swap(0), 0)
 	w.th.Desert()
