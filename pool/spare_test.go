@@ -277,7 +277,7 @@ func TestBlockCountedUnderLoad(t *testing.T) {
 			if !eventually(hangBound, func() bool { return runtime.NumGoroutine() <= before }) {
 				t.Errorf("%d goroutines after Close, %d before: spares left behind", runtime.NumGoroutine(), before)
 			}
-			t.Log(fmt.Sprintf("blocks %d, spares started %d, refused %d", c.Blocks, c.SparesStarted, c.SparesRefused))
+			t.Logf("blocks %d, spares started %d, refused %d", c.Blocks, c.SparesStarted, c.SparesRefused)
 		})
 	}
 }
