@@ -704,3 +704,60 @@ func TestHandOffAgainstAGoroutine(t *testing.T) {
 		t.Errorf("pool.Run's round trip is %.1fx a goroutine's, want at most %dx", ratio, handOffBound)
 	}
 }
+
+// Spares stay on their node: with every worker of every node blocked in
+// Worker.Block, strict work for each node runs on that node's spares,
+// on that node's CPUs, under every binding.
+func TestSparesRunOnTheirNode(t *testing.T) {
+	topo := multiNode(t)
+	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores} {
+		t.Run(b.String(), func(t *testing.T) {
+			p := newPool(t, pool.WithBinding(b), pool.WithRequiredPlacement())
+			release := make(chan struct{})
+			var blocked sync.WaitGroup
+			for _, node := range p.Nodes() {
+				for range p.Stats().Nodes[nodeIndex(p, node)].Workers {
+					blocked.Add(1)
+					_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
+						blocked.Done()
+						w.Block(func() { <-release })
+					})
+				}
+			}
+			blocked.Wait()
+			var wrong, samples atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 200 {
+				wg.Add(1)
+				node := p.Nodes()[i%len(p.Nodes())]
+				_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
+					defer wg.Done()
+					cpu, _, err := pin.CurrentCPU()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					c, _ := topo.CPU(cpu)
+					samples.Add(1)
+					if c.Node != node {
+						wrong.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			close(release)
+			if st := p.Stats(); st.Total.Blocks == 0 || wrong.Load() > 0 {
+				t.Errorf("%d of %d tasks run on spares (%d blocks) ran off their node", wrong.Load(), samples.Load(), st.Total.Blocks)
+			}
+		})
+	}
+}
+
+func nodeIndex(p *pool.Pool, node int) int {
+	for i, n := range p.Stats().Nodes {
+		if n.Node == node {
+			return i
+		}
+	}
+	return -1
+}

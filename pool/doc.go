@@ -321,7 +321,16 @@
 // the runtime's sight (a read of a regular file, a cgo call, a raw system
 // call) keeps its processor until the runtime's monitor takes it back,
 // 20µs to 10ms later; meanwhile the spare waits for a processor, as a
-// goroutine would. A blocked task nobody marked is not detected.
+// goroutine would. A blocked task nobody marked is not made up for.
+//
+// A pool that is stuck says so: when every worker of a node has been
+// blocked in a task (its thread asleep, not computing) for 5 s with work
+// queued for the node and none of them in Block, Stats marks the node
+// (NodeStats.Stuck) and says for each worker how long and in which
+// function (WorkerStats.BlockedFor, BlockedIn), Explain has a line, and
+// the pool writes one warning to stderr (off with WithStuckWarning(false)).
+// The machine monitor looks (WithMachineWatch; none with it off). Tests:
+// TestStuckPoolSaysSo, TestStuckWatchLeavesComputeAndBlockAlone.
 //
 // That help is for the caller's own pool only: to a task of pool A, pool
 // B is the outside, and Run, Future.Wait, Group.Wait, ParallelFor or

@@ -52,6 +52,9 @@ func (p *Pool) Explain() string {
 		}
 	}
 	p.placer.ReportLaunch(&b)
+	if rep := p.stuck.report.Load(); rep != nil {
+		fmt.Fprintf(&b, "stuck: %s\n", p.stuckText(rep))
+	}
 	return b.String()
 }
 

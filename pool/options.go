@@ -58,6 +58,38 @@ type config struct {
 	machine      func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
 	spares       int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
 	sparesSet    bool
+	noStuckWarn  bool          // WithStuckWarning(false)
+	stuckAfter   time.Duration // tests: a shorter stuckAfter
+	stuckOut     io.Writer     // tests: where the warning goes instead of stderr
+}
+
+// stuckWarning reports whether a stuck pool writes its warning (stuck.go).
+func (c *config) stuckWarning() bool { return !c.noStuckWarn }
+
+func (c *config) stuckFor() time.Duration {
+	if c.stuckAfter > 0 {
+		return c.stuckAfter
+	}
+	return stuckAfter
+}
+
+func (c *config) stuckTo() io.Writer {
+	if c.stuckOut != nil {
+		return c.stuckOut
+	}
+	return os.Stderr
+}
+
+// WithStuckWarning turns the warning a stuck pool writes to stderr on
+// (the default) or off: when every worker of a node has been blocked in a
+// task for seconds with work queued for the node, the pool writes one
+// line saying which workers, for how long and in which functions. Stats
+// and Explain show it either way.
+func WithStuckWarning(on bool) Option {
+	return optionFunc(func(c *config) error {
+		c.noStuckWarn = !on
+		return nil
+	})
 }
 
 // sparesCap is the cap on a node's live spare threads (spare.go).

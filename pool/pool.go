@@ -109,6 +109,7 @@ type sched struct {
 	// spares never outnumber it (spare.go). spares counts them.
 	threadsLeft int64
 	spares      atomic.Int64
+	stuck       stuckWatch // whether a node's workers are all blocked with work queued (stuck.go)
 	// blockedCallers holds the goroutines of callers in Worker.Block
 	// (spare.go), which hold no seat meanwhile, for inTaskNow.
 	blockedCallers sync.Map
@@ -199,7 +200,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
-	p.placer.Watch(held) // before the workers start: the last to end lets go of the monitor
+	p.placer.OnLook = p.lookStuck // the stuck watch (stuck.go), at each of the monitor's looks
+	p.placer.Watch(held)          // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
 		go w.main(errs)
 	}

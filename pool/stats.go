@@ -5,6 +5,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/numapool/numapool/pool/internal/place"
 )
@@ -164,6 +165,11 @@ type WorkerStats struct {
 	CPU    int    `json:"cpu"`
 	Bound  string `json:"bound_cpus"`     // OS CPUs the thread is bound to, read from the kernel by thread ID; "" when unbound
 	Kind   string `json:"kind,omitempty"` // the CPU's kind (Worker.Kind); "" where CPUs are all alike
+	// BlockedFor and BlockedIn: on a node the stuck watch found stuck
+	// (NodeStats.Stuck), how long the worker has been blocked in its task
+	// and the task's function; zero elsewhere.
+	BlockedFor time.Duration `json:"blocked_for_ns,omitempty"`
+	BlockedIn  string        `json:"blocked_in,omitempty"`
 	Counters
 }
 
@@ -171,6 +177,10 @@ type WorkerStats struct {
 type NodeStats struct {
 	Node    int `json:"node"`
 	Workers int `json:"workers"`
+	// Stuck: every worker of the node has been blocked in a task for
+	// seconds with work queued for it (stuck.go; read at the monitor's
+	// last look).
+	Stuck bool `json:"stuck,omitempty"`
 	Tasks
 	Counters
 	// QueueWait is how long tasks that started on the node's workers
@@ -227,6 +237,10 @@ func (p *Pool) Stats() Stats {
 		for _, w := range d.workers {
 			c := w.snapshot()
 			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
+			if sw, ok := p.stuckOf(w.id); ok {
+				ws.BlockedFor, ws.BlockedIn = sw.dur, sw.in
+				ns.Stuck = true
+			}
 			st.Workers = append(st.Workers, ws)
 			ns.add(c)
 			addTo(&ns.QueueWait, &w.obs.pubLat.Wait)

@@ -288,6 +288,9 @@ func (p *Placer) observe(r Reading, now time.Time) {
 		p.logReplan(fmt.Sprintf("%s after start: %s%s", now.Sub(p.started).Round(time.Millisecond), joinText(what), moved))
 	}
 	p.checkMasks(st)
+	if p.OnLook != nil {
+		p.OnLook(now)
+	}
 }
 
 // causeText says which of the three sets changed.

@@ -37,7 +37,10 @@ type Placer struct {
 
 	machine   atomic.Pointer[Machine]
 	startCPUs topology.CPUSet // the process's CPUs the plan was made inside
-	looks     uint64          // the monitor's looks (monitor only)
+	// OnLook, if set before Watch, runs on the monitor's goroutine after
+	// each of its looks for this pool (the pool's stuck watch).
+	OnLook func(now time.Time)
+	looks  uint64 // the monitor's looks (monitor only)
 
 	mu       sync.Mutex
 	replans  []string // the last maxReplanLog re-plans
