@@ -73,8 +73,11 @@ func (p *sched) lookStuck(now time.Time) {
 	rep := &stuckReport{nodes: make([][]stuckWorker, len(p.domains))}
 	found := false
 	var funcs map[int]string
+	st := p.state.Load()
 	for di, d := range p.domains {
-		stalled := p.state.Load() == running && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork()
+		// A Close that waits for a stuck node is the case that most needs
+		// saying: closing counts.
+		stalled := (st == running || st == closing) && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork()
 		var ws []stuckWorker
 		for _, w := range d.workers {
 			if !stalled {

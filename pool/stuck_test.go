@@ -73,6 +73,22 @@ func TestStuckPoolSaysSo(t *testing.T) {
 	if !eventually(hangBound, func() bool { return !p.Stats().Nodes[0].Stuck }) {
 		t.Error("the node is still marked stuck after the wait was released")
 	}
+
+	// A Close waiting for a stuck node is told about too.
+	release = make(chan struct{})
+	mustSubmit(t, p, func(w *Worker) { waitUnmarked(release) })
+	mustSubmit(t, p, func(*Worker) {})
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	if !eventually(hangBound, func() bool { return p.Stats().Nodes[0].Stuck }) {
+		t.Error("a closing pool's stuck node was not reported")
+	}
+	close(release)
+	within(t, hangBound, "Close", func() {
+		if err := <-closed; err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 //go:noinline
