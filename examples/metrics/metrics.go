@@ -60,6 +60,14 @@ var gauges = []gauge{
 	{"numapool.tasks.blocked", "Tasks in Worker.Block now, or back from it and waiting for their worker's seat.", func(n pool.NodeStats) int64 { return int64(n.Blocked) }},
 	{"numapool.spares", "Spare threads alive.", func(n pool.NodeStats) int64 { return int64(n.Spares) }},
 	{"numapool.spares.parked", "Spare threads parked.", func(n pool.NodeStats) int64 { return int64(n.SparesParked) }},
+	{"numapool.node.stuck", "1 while every worker of the node has been blocked in a task for seconds with work queued.", func(n pool.NodeStats) int64 { return b2i(n.Stuck) }},
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // histogram is one per-node histogram of pool.NodeStats.
