@@ -233,13 +233,7 @@ func TestCallerRunsStrictWorkOnItsNode(t *testing.T) {
 	if bound.IsEmpty() || !mask.Equal(bound) {
 		t.Errorf("the strict task ran on the caller's thread with mask %s, want the seat's %s", mask, bound)
 	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var bad []string
-	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
-		t.Errorf("after the call and Close, threads narrowed from %s: %v", process, bad)
-	}
+	closeUnnarrowed(t, p, process)
 }
 
 // A Run's caller keeps the user's Pool reachable while its function runs,

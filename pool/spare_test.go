@@ -325,13 +325,7 @@ func TestSpareRunsStrictWorkOnTheWorkersCPUs(t *testing.T) {
 	if bound.IsEmpty() || !mask.Equal(bound) {
 		t.Errorf("the spare's thread had mask %s, want the worker's %s", mask, bound)
 	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var bad []string
-	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
-		t.Errorf("after Close, threads narrowed from %s: %v", process, bad)
-	}
+	closeUnnarrowed(t, p, process)
 }
 
 // Close with tasks blocked and spares alive runs what is queued, waits
@@ -644,15 +638,7 @@ func strayUnlocksOnSpare(t *testing.T, unlocks int) {
 	if _, err := outer.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, hangBound, "Close", func() {
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	var bad []string
-	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
-		t.Errorf("after Close, threads narrowed from %s: %v", process, bad)
-	}
+	closeUnnarrowed(t, p, process)
 }
 
 // A Shutdown that gives up counts as running both the task in Block and

@@ -341,6 +341,22 @@ func checkOnThread(t *testing.T, p *Pool, k int) string {
 	return bad
 }
 
+// closeUnnarrowed closes p and fails the test unless, within the hang
+// bound, no thread of the process is left narrowed from process (what
+// it had before the test).
+func closeUnnarrowed(t *testing.T, p *Pool, process topology.CPUSet) {
+	t.Helper()
+	within(t, hangBound, "Close", func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	var bad []string
+	if !eventually(hangBound, func() bool { bad = processThreadsUnnarrowed(t, process); return len(bad) == 0 }) {
+		t.Errorf("after Close, threads narrowed from %s: %v", process, bad)
+	}
+}
+
 // processThreadsUnnarrowed reports the threads of the process whose mask
 // is not want, the process's own.
 func processThreadsUnnarrowed(t *testing.T, want topology.CPUSet) []string {
