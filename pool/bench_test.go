@@ -490,3 +490,52 @@ func readPipeAfter(d time.Duration) {
 	var b [1]byte
 	_, _ = r.Read(b[:])
 }
+
+// Submission from 8 goroutines at once, as a pipeline's readers do: each
+// submits b.N/8 empty tasks; ns/op is per task. ChanPool, the usual
+// alternative, is GOMAXPROCS goroutines reading a buffered channel.
+func BenchmarkSubmitFrom8(b *testing.B) {
+	p := benchPool(b)
+	benchFrom8(b, func(fn func()) { _ = p.Submit(context.Background(), func(*Worker) { fn() }) })
+}
+
+func BenchmarkSubmitFrom8ChanPool(b *testing.B) {
+	tasks := make(chan func(), 1024)
+	var workers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for fn := range tasks {
+				fn()
+			}
+		}()
+	}
+	benchFrom8(b, func(fn func()) { tasks <- fn })
+	close(tasks)
+	workers.Wait()
+}
+
+func benchFrom8(b *testing.B, submit func(func())) {
+	const submitters = 8
+	var wg, done sync.WaitGroup
+	done.Add(b.N)
+	task := func() { done.Done() }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for s := range submitters {
+		n := b.N / submitters
+		if s < b.N%submitters {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				submit(task)
+			}
+		}()
+	}
+	wg.Wait()
+	done.Wait()
+}
