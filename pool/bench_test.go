@@ -496,7 +496,10 @@ func readPipeAfter(d time.Duration) {
 // alternative, is GOMAXPROCS goroutines reading a buffered channel.
 func BenchmarkSubmitFrom8(b *testing.B) {
 	p := benchPool(b)
-	benchFrom8(b, func(fn func()) { _ = p.Submit(context.Background(), func(*Worker) { fn() }) })
+	benchFrom8(b, func(done func()) func() {
+		task := func(*Worker) { done() } // one closure for all, as for the channel
+		return func() { _ = p.Submit(context.Background(), task) }
+	})
 }
 
 func BenchmarkSubmitFrom8ChanPool(b *testing.B) {
@@ -511,16 +514,19 @@ func BenchmarkSubmitFrom8ChanPool(b *testing.B) {
 			}
 		}()
 	}
-	benchFrom8(b, func(fn func()) { tasks <- fn })
+	benchFrom8(b, func(done func()) func() { return func() { tasks <- done } })
 	close(tasks)
 	workers.Wait()
 }
 
-func benchFrom8(b *testing.B, submit func(func())) {
+// benchFrom8 runs b.N submissions from 8 goroutines with the submit
+// function that with makes from the task's completion (done), and waits
+// for every task.
+func benchFrom8(b *testing.B, with func(done func()) (submit func())) {
 	const submitters = 8
 	var wg, done sync.WaitGroup
 	done.Add(b.N)
-	task := func() { done.Done() }
+	submit := with(done.Done)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for s := range submitters {
@@ -532,7 +538,7 @@ func benchFrom8(b *testing.B, submit func(func())) {
 		go func() {
 			defer wg.Done()
 			for range n {
-				submit(task)
+				submit()
 			}
 		}()
 	}
