@@ -414,7 +414,7 @@ func benchLatency(b *testing.B, call func()) {
 // each 10µs of compute, every tenth blocked 1ms first, in time.Sleep
 // (the Go runtime sees it: the thread's processor goes on at once) or in
 // nanosleep (it does not: the runtime's monitor takes the processor back
-// after 20µs to 10ms) or in a read of a pipe written to 1ms later (the
+// after one or more of its ticks) or in a read of a pipe written to 1ms later (the
 // runtime's network poller waits for it); ns/op is per task. marked wraps the wait in
 // Worker.Block, unmarked does not, goroutine starts one goroutine per
 // task.

@@ -312,16 +312,16 @@
 //     TestShutdownWithBlockedTasks.
 //
 // What Block costs and gives: two thread hand-offs (the spare's wake-up,
-// and the task's thread taking its place back), tens of microseconds on
-// a virtual machine, a few on bare metal; worth it for a wait of a
-// hundred microseconds or more. It gives the node's CPUs back to the
+// and the task's thread taking its place back), so it pays for a wait
+// that is long against a thread's wake-up (docs/performance.md has the
+// figures, workloads blocking and blocking-sleep). It gives the node's CPUs back to the
 // node's work when the wait is one the Go runtime sees (a channel, a
 // lock, time.Sleep, network and pipe reads): the blocked goroutine gives
 // up its processor (its P) at once. A thread blocked in the kernel outside
 // the runtime's sight (a read of a regular file, a cgo call, a raw system
 // call) keeps its processor until the runtime's monitor takes it back,
-// 20µs to 10ms later; meanwhile the spare waits for a processor, as a
-// goroutine would. A blocked task nobody marked is not made up for.
+// one or more of the monitor's ticks later; meanwhile the spare waits for
+// a processor, as a goroutine would. A blocked task nobody marked is not made up for.
 //
 // A pool that is stuck says so: when every worker of a node has been
 // blocked in a task (its thread asleep, not computing) for 5 s with work
