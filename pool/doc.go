@@ -127,7 +127,7 @@
 //     they may run elsewhere meanwhile. CPUs the process gains past what
 //     New saw, and GOMAXPROCS below the number of workers (the locked
 //     workers then take turns on fewer processors), are reported, not
-//     acted on. Memory placed on a node stays there; cpuset.mems is
+//     acted on: Resize acts on them (see Resizing). Memory placed on a node stays there; cpuset.mems is
 //     not followed. The CPU claims that spread the pools of one process
 //     (internal/place/claims.go) are the ones New made.
 //
@@ -136,6 +136,26 @@
 // (read from the kernel by thread ID, as Stats' WorkerStats.Bound is) and
 // what is degraded now; Counters.Replans counts the re-plans each worker
 // took up.
+//
+// # Resizing
+//
+// Resize(n) changes how many of the pool's workers run, while it runs;
+// Size says how many do. The workers are the ones New placed (Workers;
+// make the pool with as many as it may need, WithWorkers, and resize
+// down): a worker Resize retires keeps its ID, CPU, queue and PerWorker
+// cell, and one it brings back is bound where New bound it and takes work
+// at once. Resize spreads n over the nodes in proportion to their
+// workers, at least one per node, since a node's strict work runs only
+// there; inside a node the lowest IDs run. A retiring worker ends at its
+// next task boundary (at once if it sleeps; a task that waits inside,
+// when the task returns): its queued work goes to its node's shard,
+// where the node's workers take it, none of it lost or run twice; its
+// thread's mask is put back and the thread ends. Resize may be called
+// from any goroutine, a task included; it returns ErrClosed once Close
+// or Shutdown began. After a resize, Stats counts the running workers
+// (NodeStats.Workers, WorkerStats.Retired) and a loop splits its range by
+// the capacity of the workers running at its start (Split). The essay is
+// in resize.go.
 //
 // # Costs
 //

@@ -52,6 +52,9 @@ func (p *Pool) Explain() string {
 		}
 	}
 	p.placer.ReportLaunch(&b)
+	if ids := p.retiredIDs(); ids != "" {
+		fmt.Fprintf(&b, "resized: %d of %s run; retired: workers %s (Resize)\n", p.idle.n.Load(), plural(len(p.workers), "worker"), ids)
+	}
 	if rep := p.stuck.report.Load(); rep != nil {
 		fmt.Fprintf(&b, "stuck: %s\n", p.stuckText(rep))
 	}

@@ -194,7 +194,7 @@ type idle struct {
 	// lastParked is the domain of the worker that parked last (written
 	// under mu, read without it by callerDomain).
 	lastParked atomic.Int32
-	n          int32
+	n          atomic.Int32 // workers not retired (resize.go); changes under mu
 
 	mu       sync.Mutex
 	sleepers [][]*Worker // per domain, a stack of parked workers
@@ -206,6 +206,9 @@ type idle struct {
 	// Per worker, once taken off the lists: notify took it, counting it
 	// as searching (else it counts as awake and not searching).
 	searchWake []bool
+	// Per worker: retired by Resize (resize.go), counted parked, on no
+	// sleepers' list, with no thread.
+	retired []bool
 }
 
 // init makes p's idle state. Where p.startsParked, every worker is
@@ -217,13 +220,14 @@ type idle struct {
 // channel (rule 4). Otherwise every worker starts unparked and searches.
 func (il *idle) init(p *sched) {
 	il.p = p
-	il.n = int32(len(p.workers))
+	il.n.Store(int32(len(p.workers)))
 	il.sleepers = make([][]*Worker, len(p.domains))
 	il.parked = make([]bool, len(p.workers))
 	il.waiting = make([]bool, len(p.workers))
 	il.searchWake = make([]bool, len(p.workers))
+	il.retired = make([]bool, len(p.workers))
 	if !p.startsParked() {
-		il.unparked.Store(il.n)
+		il.unparked.Store(il.n.Load())
 		return
 	}
 	for i, d := range p.domains {
@@ -247,7 +251,7 @@ func (p *sched) startsParked() bool { return p.cfg.spinFor() >= 0 }
 // then one more searcher gets in: the limit is an optimisation, not an
 // invariant.
 func (il *idle) tryStartSearching(d *domain) bool {
-	if 2*il.searching.Load() >= il.n {
+	if 2*il.searching.Load() >= il.n.Load() {
 		return false
 	}
 	il.searching.Add(1)
@@ -282,14 +286,14 @@ func (il *idle) notifyOwn(d int) {
 // one.
 func (il *idle) notifyFrom(d int, domains []int) {
 	grp := il.p.domains[d]
-	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n {
+	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n.Load() {
 		return
 	}
 	if il.searching.Load() != 0 && grp.sleeping.Load() == 0 {
 		return
 	}
 	il.mu.Lock()
-	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n ||
+	if grp.searching.Load() != 0 || il.unparked.Load() >= il.n.Load() ||
 		(il.searching.Load() != 0 && len(il.sleepers[d]) == 0) {
 		il.mu.Unlock()
 		return
@@ -399,6 +403,84 @@ func (il *idle) toParked(w *Worker, searching, waiting bool) (recheck, allParked
 		return il.searching.Add(-1) == 0, allParked
 	}
 	return il.searching.Load() == 0, allParked
+}
+
+// toRetired registers w, awake at its loop's top with its queue handed to
+// its node, as retired (resize.go): counted parked, as toParked does, but
+// on no sleepers' list, so nobody wakes it or lends its seat. It reports
+// false, and changes nothing, if a Resize took the retirement back
+// meanwhile (w.retire cleared under mu); otherwise recheck and allParked
+// as toParked's.
+func (il *idle) toRetired(w *Worker, searching bool) (ok, recheck, allParked bool) {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	if !w.retire.Load() {
+		return false, false, false
+	}
+	il.parked[w.id] = true
+	il.searchWake[w.id] = false
+	il.retireLocked(w)
+	allParked = il.unparked.Add(-1) == 0 // before searching is read: rule 3
+	if searching {
+		w.domain.searching.Add(-1)
+		return true, il.searching.Add(-1) == 0, allParked
+	}
+	return true, il.searching.Load() == 0, allParked
+}
+
+// retireParkedLocked retires w if it sleeps parked with no task on its
+// stack: it leaves the sleepers' lists and stays counted parked. It
+// reports false for a worker that is awake, waits inside a task, or
+// whose seat a caller holds. il.mu must be held.
+func (il *idle) retireParkedLocked(w *Worker) bool {
+	if !il.parked[w.id] || il.waiting[w.id] || il.retired[w.id] || w.relay.busy.Load() != 0 {
+		return false
+	}
+	s := il.sleepers[w.domain.index]
+	for i, o := range s {
+		if o == w {
+			il.sleepers[w.domain.index] = append(s[:i], s[i+1:]...)
+			w.domain.sleeping.Add(-1)
+			il.retireLocked(w)
+			return true
+		}
+	}
+	return false
+}
+
+// retireLocked marks w retired and takes it out of the counts of
+// workers. il.mu must be held.
+func (il *idle) retireLocked(w *Worker) {
+	il.retired[w.id] = true
+	il.n.Add(-1)
+	w.domain.size.Add(-1)
+	w.domain.capacity.Add(-w.capacity)
+}
+
+// restoreLocked brings retired w back (resize.go): counted again, parked
+// on its domain's sleepers' list as New's workers start, or awake if the
+// pool's workers never sleep. Its new goroutine is started after.
+// il.mu must be held.
+func (il *idle) restoreLocked(w *Worker) {
+	il.retired[w.id] = false
+	il.n.Add(1)
+	w.domain.size.Add(1)
+	w.domain.capacity.Add(w.capacity)
+	if !il.p.startsParked() {
+		il.parked[w.id] = false
+		il.unparked.Add(1)
+		return
+	}
+	d := w.domain.index
+	il.sleepers[d] = append(il.sleepers[d], w)
+	w.domain.sleeping.Add(1)
+}
+
+// isRetired reports whether w is retired.
+func (il *idle) isRetired(w *Worker) bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return il.retired[w.id]
 }
 
 // woken reports, for w after a wake-up, whether it is still registered

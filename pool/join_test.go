@@ -148,12 +148,12 @@ func (s idleState) String() string {
 	p := s.p
 	p.idle.mu.Lock()
 	defer p.idle.mu.Unlock()
-	out := fmt.Sprintf("unparked %d searching %d callers %d", p.idle.unparked.Load(), p.idle.searching.Load(), p.nCallers.Load())
+	out := fmt.Sprintf("state %d live %d workers %d unparked %d searching %d waiting %d callers %d", p.state.Load(), p.live.Load(), p.idle.n.Load(), p.idle.unparked.Load(), p.idle.searching.Load(), p.idle.nWaiting, p.nCallers.Load())
 	for _, d := range p.domains {
 		out += fmt.Sprintf("; domain %d: sleeping %d searching %d sleepers %d inject %d pinned %d", d.index, d.sleeping.Load(), d.searching.Load(), len(p.idle.sleepers[d.index]), d.inject.Len(), d.pinned.Len())
 	}
 	for _, w := range p.workers {
-		out += fmt.Sprintf("; worker %d: parked %v waiting %v seat %d queue empty %v lifo %v join %v", w.id, p.idle.parked[w.id], p.idle.waiting[w.id], w.seat.state.Load(), w.stealer.IsEmpty(), w.lifo.Load() != nil, w.joinSlot.Load() != nil)
+		out += fmt.Sprintf("; worker %d: parked %v waiting %v retired %v (asked %v, ended %v) seat %d queue empty %v lifo %v join %v", w.id, p.idle.parked[w.id], p.idle.waiting[w.id], p.idle.retired[w.id], w.retire.Load(), w.owner.ended.Load(), w.seat.state.Load(), w.stealer.IsEmpty(), w.lifo.Load() != nil, w.joinSlot.Load() != nil)
 	}
 	return out
 }

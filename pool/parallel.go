@@ -54,7 +54,8 @@ type NodeBlock struct {
 // the CPUs are all alike; the block of the first i nodes ends at n *
 // their capacity / the pool's, rounded down), covering [0, n) exactly
 // for every n up to math.MaxInt; for n <= 0 every block is empty. It
-// depends only on n and the pool.
+// depends only on n and the pool's workers that are not retired
+// (Resize): a loop splits by those at its start.
 func (p *Pool) Split(n int) []NodeBlock {
 	mustPool(p, "Split")
 	return p.split(n)
@@ -63,14 +64,18 @@ func (p *Pool) Split(n int) []NodeBlock {
 func (p *sched) split(n int) []NodeBlock {
 	n = max(n, 0) // a loop over n <= 0 runs nothing
 	out := make([]NodeBlock, 0, len(p.domains))
+	// One reading of the capacities, which a Resize changes: a block
+	// past the total would overflow Div64.
+	caps := make([]uint64, len(p.domains))
 	var total uint64
-	for _, d := range p.domains {
-		total += d.capacity
+	for i, d := range p.domains {
+		caps[i] = d.capacity.Load()
+		total += caps[i]
 	}
 	var done uint64
 	lo := 0
-	for _, d := range p.domains {
-		done += d.capacity
+	for i, d := range p.domains {
+		done += caps[i]
 		// n * done in 128 bits: it does not fit in 64 when n is near
 		// math.MaxInt. The quotient fits: n < 1<<64 makes the high word
 		// less than done, so less than total (Div64's condition), and
@@ -301,7 +306,7 @@ func (p *sched) parallelFor(ctx context.Context, n, grain int, body func(*Worker
 		if w == nil || seat != nil {
 			// The block splits at once: wake the node's other workers
 			// from here.
-			p.idle.wakeMore(d.index, min(len(d.workers), (b.Hi-b.Lo)/grain)-1)
+			p.idle.wakeMore(d.index, min(int(d.size.Load()), (b.Hi-b.Lo)/grain)-1)
 		}
 		if seat != nil {
 			seat.run(t.item())

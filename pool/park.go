@@ -51,6 +51,9 @@ func (w *Worker) park(l *latch) bool {
 func (w *Worker) sleepParked(wakeAt time.Time) bool {
 	p := w.pool
 	for {
+		if w.retire.Load() && w.retireParked() {
+			return false // retired (resize.go): the goroutine ends
+		}
 		if p.ending() {
 			w.leaving.Store(true) // while still parked: counted out throughout
 			p.idle.unparkSelf(w)
@@ -62,6 +65,12 @@ func (w *Worker) sleepParked(wakeAt time.Time) bool {
 		w.seat.offer()
 		woke := sleepOn(ch, timer, wakeAt)
 		w.seat.reclaim(ch)
+		if w.retire.Load() && p.idle.isRetired(w) {
+			// A Resize retired it asleep (resize.go): whatever else woke
+			// it, a retired worker counts as parked and ends.
+			w.leaving.Store(true)
+			return false
+		}
 		if !woke {
 			// A keep-off ended (soft.go): look at that node again.
 			w.unparkSelf()
@@ -87,6 +96,24 @@ func (w *Worker) sleepParked(wakeAt time.Time) bool {
 		}
 		// A stale token: sleep again.
 	}
+}
+
+// retireParked retires the worker, registered parked with no task on its
+// stack, before it sleeps, as a Resize asked (resize.go), and reports
+// whether it is retired (a Resize may have retired it already). Its
+// queue is empty: it parked.
+func (w *Worker) retireParked() bool {
+	if w.relay.onSpr || w.relay.busy.Load() != 0 {
+		return false
+	}
+	il := &w.pool.idle
+	il.mu.Lock()
+	ok := il.retired[w.id] || w.retire.Load() && il.retireParkedLocked(w)
+	il.mu.Unlock()
+	if ok {
+		w.leaving.Store(true)
+	}
+	return ok
 }
 
 // parkWaiting is park for a worker waiting inside a task, registered as

@@ -56,9 +56,11 @@ type domain struct {
 	pinned  *queue.InjectShard[item] // work that must run on the node
 	workers []*Worker
 	dist    []int // distance to each domain, by index
-	// capacity is the sum of the workers' CPU capacities (kinds.go): a
-	// loop's share of the domain.
-	capacity uint64
+	// size is how many of workers are not retired (resize.go), and
+	// capacity the sum of their CPU capacities (kinds.go): a loop's share
+	// of the domain. Both change under idle.mu.
+	size     atomic.Int32
+	capacity atomic.Uint64
 
 	// places holds one token per task queued in inject or pinned under the bound;
 	// nil when unbounded.
@@ -109,6 +111,7 @@ type sched struct {
 	// spares never outnumber it (spare.go). spares counts them.
 	threadsLeft int64
 	spares      atomic.Int64
+	resizeMu    sync.Mutex // one Resize at a time (resize.go)
 	stuck       stuckWatch // whether a node's workers are all blocked with work queued (stuck.go)
 	// blockedCallers holds the goroutines of callers in Worker.Block
 	// (spare.go), which hold no seat meanwhile, for inTaskNow.
@@ -176,8 +179,10 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 		var ids []int
 		for _, cpu := range gp.CPUs {
 			w := newWorker(p, d, len(p.workers), cpu, p.placer.Thread(len(p.workers)))
+			w.capacity = place.Capacity(pl.Topo, cpu)
 			d.workers = append(d.workers, w)
-			d.capacity += place.Capacity(pl.Topo, cpu)
+			d.size.Add(1)
+			d.capacity.Add(w.capacity)
 			ids = append(ids, w.id)
 			p.workers = append(p.workers, w)
 		}
@@ -203,6 +208,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.placer.OnLook = p.lookStuck // the stuck watch (stuck.go), at each of the monitor's looks
 	p.placer.Watch(held)          // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
+		w.alive.Add(1)
 		go w.main(errs)
 	}
 	var failed []error

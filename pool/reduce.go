@@ -322,7 +322,7 @@ func mapChunks[T any](ctx context.Context, p *sched, chunks int, mapper func(w *
 		blk := &l.blocks[i].v
 		blk.Init(b.Lo, b.Hi, window)
 		blk.since = now
-		perDomain[i] = min(len(p.domains[i].workers), b.Hi-b.Lo)
+		perDomain[i] = min(int(p.domains[i].size.Load()), b.Hi-b.Lo)
 		for range perDomain[i] {
 			helpers = append(helpers, l.helper(i))
 		}

@@ -576,6 +576,14 @@ func (s *spare) goexit() {
 	// This goroutine ends now; locked, it takes its thread with it.
 }
 
+// reopen lets spares start again for a worker a Resize brought back
+// (resize.go): endSpares closed the relay when it retired.
+func (r *relay) reopen() {
+	r.mu.Lock()
+	r.gone, r.quit = false, nil
+	r.mu.Unlock()
+}
+
 // quitCh is the channel closed when the worker ends (endSpares).
 func (r *relay) quitCh() chan struct{} {
 	r.mu.Lock()

@@ -170,12 +170,17 @@ type WorkerStats struct {
 	// and the task's function; zero elsewhere.
 	BlockedFor time.Duration `json:"blocked_for_ns,omitempty"`
 	BlockedIn  string        `json:"blocked_in,omitempty"`
+	// Retired: a Resize retired the worker; it runs no thread until a
+	// Resize brings it back (its counters stay).
+	Retired bool `json:"retired,omitempty"`
 	Counters
 }
 
 // NodeStats are the sums over one node's workers, and its queue.
 type NodeStats struct {
-	Node    int `json:"node"`
+	Node int `json:"node"`
+	// Workers: the node's workers that run, all but those a Resize
+	// retired.
 	Workers int `json:"workers"`
 	// Stuck: every worker of the node has been blocked in a task for
 	// seconds with work queued for it (stuck.go; read at the monitor's
@@ -233,10 +238,12 @@ type Stats struct {
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	for _, d := range p.domains {
-		ns := NodeStats{Node: d.node.ID, Workers: len(d.workers), Tasks: Tasks{Queued: d.queued()}}
+		size := int(d.size.Load())
+		ns := NodeStats{Node: d.node.ID, Workers: size, Tasks: Tasks{Queued: d.queued()}}
 		for _, w := range d.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c}
+			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c,
+				Retired: p.idle.isRetired(w)}
 			if sw, ok := p.stuckOf(w.id); ok {
 				ws.BlockedFor, ws.BlockedIn = sw.dur, sw.in
 				ns.Stuck = true
@@ -265,7 +272,7 @@ func (p *Pool) Stats() Stats {
 				}
 			}
 		default:
-			ns.BusyWorkers = max(0, len(d.workers)-int(d.sleeping.Load())-int(d.searching.Load()))
+			ns.BusyWorkers = max(0, size-int(d.sleeping.Load())-int(d.searching.Load()))
 		}
 		st.Nodes = append(st.Nodes, ns)
 		st.Total.add(ns.Counters)

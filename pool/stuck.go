@@ -79,7 +79,12 @@ func (p *sched) lookStuck(now time.Time) {
 		// saying: closing counts.
 		stalled := (st == running || st == closing) && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork()
 		var ws []stuckWorker
+		running := 0
 		for _, w := range d.workers {
+			if w.owner.ended.Load() {
+				continue // retired (resize.go): no thread to be stuck
+			}
+			running++
 			if !stalled {
 				sw.since[w.id] = now // the mark is read again before it counts
 				continue
@@ -108,7 +113,7 @@ func (p *sched) lookStuck(now time.Time) {
 			}
 			ws = append(ws, stuckWorker{id: w.id, tid: tid, dur: now.Sub(sw.since[w.id])})
 		}
-		if !stalled || len(ws) != len(d.workers) {
+		if !stalled || len(ws) != running {
 			continue
 		}
 		for i := range ws {

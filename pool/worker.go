@@ -3,6 +3,7 @@ package pool
 import (
 	"runtime/metrics"
 	"runtime/trace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,13 @@ type Worker struct {
 	stealer *queue.Stealer[item]
 	wakeCh  chan struct{}
 	th      *place.Thread // the worker's OS thread: where it is bound and why (internal/place)
+	// capacity is the worker's CPU's capacity (kinds.go), in its
+	// domain's while it is not retired.
+	capacity uint64
+	// alive counts the worker's goroutine until it ends for good (one at
+	// a time: a goroutine that replaces one keeps the count); Resize waits
+	// for a retired worker's before it starts another (resize.go).
+	alive sync.WaitGroup
 
 	// What other workers read and write: thieves, wakers, Stats. These
 	// keep to lines of their own, away from the fields the owner alone
@@ -51,6 +59,9 @@ type Worker struct {
 	// while it is parked.
 	handle  atomic.Pointer[Pool]
 	leaving atomic.Bool // the worker has left its loop for good (Stats, Shutdown)
+	// retire asks the worker to retire at its next task boundary
+	// (resize.go); set and cleared under idle.mu.
+	retire atomic.Bool
 	// seat says who holds the worker's place in the scheduling while its
 	// thread sleeps: the thread itself, or a caller from outside that
 	// joined (join.go).
@@ -154,6 +165,10 @@ func (w *Worker) hold() { w.handle.Store(w.pool.self.Value()) }
 // main is the worker's goroutine: bind, loop, put the mask back, end.
 // placed receives whether the placement held; nil for a goroutine that
 // replaces one a task ended (replace).
+//
+// A goroutine that Resize starts for a retired worker (resize.go) is
+// one New would have started, and finds the worker ended (owner.ended):
+// it takes the worker back under its own goroutine.
 func (w *Worker) main(placed chan<- error) {
 	ended := false
 	defer func() {
@@ -164,10 +179,16 @@ func (w *Worker) main(placed chan<- error) {
 	w.owner.set()
 	w.startLabels()
 	err := w.th.Bind()
+	if back := w.owner.ended.Load(); placed == nil || back {
+		w.pool.byG.move(w, 0, w.owner.g.Load())
+		if back {
+			w.leaving.Store(false)
+			w.relay.reopen()
+			w.owner.ended.Store(false)
+		}
+	}
 	if placed != nil {
 		placed <- err
-	} else {
-		w.pool.byG.move(w, 0, w.owner.g.Load())
 	}
 	if placed != nil && w.pool.startsParked() {
 		// Started by New registered as parked (idle.init): it sleeps
@@ -182,6 +203,7 @@ func (w *Worker) main(placed chan<- error) {
 	ended = true
 	w.endWait()
 	w.end()
+	w.alive.Done()
 }
 
 // loop is the worker's scheduler loop, until the pool ends: runUntil
@@ -211,6 +233,9 @@ func (w *Worker) runUntil(l *latch) {
 	for !l.probe() {
 		if w.relay.want.Load() != 0 && w.yield(l) {
 			return // a spare handed the seat on (spare.go): the seat is not its to touch
+		}
+		if l == nil && w.retire.Load() && w.retireAwake() {
+			return // retired (resize.go): the goroutine ends
 		}
 		it := w.next()
 		if it.none() {
@@ -680,9 +705,57 @@ func (w *Worker) end() {
 	w.endSpares()
 	w.publish()
 	w.owner.ended.Store(true)
+	if w.retire.Load() {
+		// Retired (resize.go): its goroutine is no longer the worker's, and
+		// the runtime may give its g to another.
+		w.pool.byG.move(w, w.owner.g.Swap(0), 0)
+	}
 	w.th.End()
 	// Return still locked, if locked: the runtime ends this thread with
 	// the goroutine.
+}
+
+// retireAwake retires the worker at its loop's top, as a Resize asked
+// (resize.go): it hands its LIFO slot and run queue to its node's inject
+// shard, registers as retired, and re-checks as a parker does (rule 3 of
+// idle.go), so that what it handed over is not left with every worker
+// asleep. It reports false where its thread cannot retire now: a caller
+// or a spare holds the seat, a task of the seat is in Block, or a Resize
+// took the retirement back.
+func (w *Worker) retireAwake() bool {
+	if w.out.on || w.relay.onSpr || w.relay.busy.Load() != 0 {
+		return false
+	}
+	w.handOver()
+	ok, recheck, allParked := w.pool.idle.toRetired(w, w.seek.searching)
+	if !ok {
+		return false
+	}
+	w.seek.searching = false
+	w.stopClock()
+	w.handle.Store(nil)
+	w.pool.beforeSleep(w.domain, recheck, allParked, nil)
+	return true
+}
+
+// handOver moves the worker's LIFO task and run queue, in that order, to
+// its node's inject shard, where the node's workers take them as they
+// take submitted work. Owner only.
+func (w *Worker) handOver() {
+	moved := w.seek.items[:0]
+	if t := w.lifo.Swap(nil); t != nil {
+		moved = append(moved, w.itemOf(t))
+	}
+	for {
+		it, ok := w.local.Pop()
+		if !ok {
+			break
+		}
+		moved = append(moved, it)
+	}
+	w.domain.inject.Requeue(moved...)
+	clear(moved)
+	w.seek.items = moved[:0]
 }
 
 // goexited is what a goroutine that a task's runtime.Goexit ends does

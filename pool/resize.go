@@ -1,0 +1,224 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Resizing a running pool.
+//
+// A pool's workers are the ones New placed: their IDs, CPUs, queues and
+// PerWorker cells stay for the pool's life. Resize(n) keeps n of them
+// running and retires the others; a later Resize brings retired workers
+// back, on the CPUs New placed them on, bound as New binds. So growth
+// places workers as New would have, holds no CPU another pool claimed
+// meanwhile (the pool claimed its CPUs at New and keeps them), and a
+// pool that may need more workers later is made with them
+// (WithWorkers) and resized down.
+//
+// Which workers run. Resize apportions n over the nodes in proportion to
+// their workers (largest remainders, ties to the first node), at least one
+// per node: strict work for a node (Node.Submit with Strict, a loop's node
+// block) runs only on that node's workers, so a node without one would
+// hold it forever. Inside a node the lowest IDs run: growth brings back
+// the lowest retired, shrinking retires the highest running.
+//
+// How a worker retires. Resize marks it (Worker.retire) under idle.mu.
+// One asleep with no task on its stack is retired there and then (taken
+// off the sleepers' lists, still counted parked) and woken to end its
+// goroutine. Any other retires at its next task boundary, the top of its
+// scheduler loop: it hands its LIFO slot and run queue to its node's
+// inject shard (handOver), registers as retired (idle.toRetired) and
+// re-checks as the last parker does (idle.go's rule 3), so what it
+// handed over is not left with every worker asleep. A worker inside a
+// task that waits (Join, Group.Wait, a loop) retires once that task
+// returns; one whose seat a caller from outside or a spare holds
+// (join.go, spare.go), once the seat is its own thread's again. A
+// retired worker's goroutine ends as at Close: its spares end, its
+// thread's mask is put back and the thread ends with it.
+//
+// A retired worker counts as parked: it keeps the drain's rule (every
+// worker parked, nothing queued) true with its queue empty, and notify
+// never wakes it, since it is on no sleepers' list. idle.n counts the
+// workers not retired, for the search limit and notify's "all awake".
+//
+// How a worker comes back. Under idle.mu, a worker marked but not yet
+// retired is simply unmarked. A retired one is registered as New's
+// workers start, parked on its node's sleepers' list, counted in
+// Pool.live, and after its last goroutine has ended (alive) a new
+// goroutine binds its thread and sleeps until work wakes it. Resize
+// decides under idle.mu while the pool runs, and the drain is declared
+// only under it after Close: so a worker it brings back is counted live
+// before any worker can end, and ends with the others.
+//
+// What follows the running workers: Stats (NodeStats.Workers, and each
+// worker's Retired), the search limit, a loop's split of its range over
+// the nodes (by the capacity of their running workers at the loop's
+// start: Split) and how many of a node's workers a loop wakes. What does
+// not: Workers and worker IDs, PerWorker, and the share of Submit's round
+// robin each node gets (by its workers at New; the apportioning above
+// keeps the running ones in about that proportion).
+//
+// Tests: TestResizeCountedStream (every task exactly once through grow
+// and shrink cycles, with loops, joins and strict work), and the tests
+// beside it in resize_test.go.
+
+// errResize is the error of a Resize to a size the pool cannot take.
+var errResize = errors.New("pool: Resize")
+
+// Resize keeps n of the pool's workers running and retires the rest, or
+// brings retired workers back, while the pool runs. n must be at least
+// the number of nodes (each node keeps a worker for its strict work) and
+// at most Workers(). Workers brought back are bound and parked when it
+// returns; workers retired end at their next task boundary, handing what
+// they had queued to their node. It may be called from a task, including
+// one on a worker it retires. It returns ErrClosed once Close or Shutdown
+// has begun.
+func (p *Pool) Resize(n int) error {
+	mustPool(p, "Resize")
+	return p.resize(n)
+}
+
+// Size returns how many workers run: Workers(), or what the last Resize
+// set.
+func (p *Pool) Size() int {
+	mustPool(p, "Size")
+	return int(p.idle.n.Load())
+}
+
+func (p *sched) resize(n int) error {
+	if n < len(p.domains) || n > len(p.workers) {
+		return fmt.Errorf("%w(%d): a pool of %s and %s runs between %d (one per node, for its strict work) and %d workers",
+			errResize, n, plural(len(p.workers), "worker"), plural(len(p.domains), "node"), len(p.domains), len(p.workers))
+	}
+	p.resizeMu.Lock()
+	defer p.resizeMu.Unlock()
+	il := &p.idle
+	var back, asleep []*Worker
+	il.mu.Lock()
+	if p.state.Load() != running {
+		il.mu.Unlock()
+		return ErrClosed
+	}
+	for i, want := range shares(n, p.domains) {
+		for k, w := range p.domains[i].workers {
+			switch {
+			case k < want && il.retired[w.id]:
+				back = append(back, w)
+			case k < want:
+				w.retire.Store(false) // marked, not yet retired: it runs on
+			case !w.retire.Load():
+				w.retire.Store(true)
+				if il.retireParkedLocked(w) {
+					asleep = append(asleep, w)
+				}
+			}
+		}
+	}
+	il.mu.Unlock()
+	for _, w := range asleep {
+		w.wake() // to end its goroutine
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	// A retired worker's goroutine ends on its own (it is retired, and
+	// woken if it was asleep); only then is the worker brought back, so
+	// that no two goroutines ever hold it.
+	for _, w := range back {
+		w.alive.Wait()
+	}
+	il.mu.Lock()
+	if p.state.Load() != running {
+		il.mu.Unlock()
+		return ErrClosed
+	}
+	for _, w := range back {
+		w.retire.Store(false)
+		il.restoreLocked(w)
+	}
+	p.live.Add(int32(len(back))) // before the drain can be declared: see above
+	il.mu.Unlock()
+	placed := make(chan error, len(back))
+	for _, w := range back {
+		w.alive.Add(1)
+		go w.main(placed)
+	}
+	for range back {
+		if err := <-placed; err != nil {
+			p.noteDegraded(err)
+		}
+	}
+	// Work queued meanwhile wakes them as a parker's re-check would.
+	p.wakeForPending(back[0].domain, nil)
+	return nil
+}
+
+// shares apportions n workers over the domains in proportion to their
+// workers: at least one each, at most all of a domain's, the remainders
+// to the largest fractions (ties to the first domain). n is at least
+// len(domains) and at most their workers.
+func shares(n int, domains []*domain) []int {
+	total := 0
+	for _, d := range domains {
+		total += len(d.workers)
+	}
+	out := make([]int, len(domains))
+	frac := make([]int, len(domains))
+	given := 0
+	for i, d := range domains {
+		out[i] = max(1, n*len(d.workers)/total)
+		frac[i] = n * len(d.workers) % total
+		given += out[i]
+	}
+	for given < n { // the largest remainders first
+		best := -1
+		for i, d := range domains {
+			if out[i] < len(d.workers) && (best < 0 || frac[i] > frac[best]) {
+				best = i
+			}
+		}
+		out[best]++
+		frac[best] = -1
+		given++
+	}
+	for given > n { // the minimum of one gave too many: take from the largest
+		best := 0
+		for i := range domains {
+			if out[i] > out[best] {
+				best = i
+			}
+		}
+		out[best]--
+		given--
+	}
+	return out
+}
+
+// retiredIDs lists the retired workers' IDs, as Explain shows them:
+// "2-3,6-7"; "" when none is.
+func (p *sched) retiredIDs() string {
+	p.idle.mu.Lock()
+	defer p.idle.mu.Unlock()
+	var b strings.Builder
+	for id := 0; id < len(p.idle.retired); id++ {
+		if !p.idle.retired[id] {
+			continue
+		}
+		last := id
+		for last+1 < len(p.idle.retired) && p.idle.retired[last+1] {
+			last++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(id))
+		if last > id {
+			b.WriteString("-" + strconv.Itoa(last))
+		}
+		id = last
+	}
+	return b.String()
+}
