@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -195,6 +196,9 @@ type idle struct {
 	// under mu, read without it by callerDomain).
 	lastParked atomic.Int32
 	n          atomic.Int32 // workers not retired (resize.go); changes under mu
+	// procs is GOMAXPROCS as the machine monitor last read it: searchers
+	// beyond half of it would only wait for a processor (tryStartSearching).
+	procs atomic.Int32
 
 	mu       sync.Mutex
 	sleepers [][]*Worker // per domain, a stack of parked workers
@@ -221,6 +225,7 @@ type idle struct {
 func (il *idle) init(p *sched) {
 	il.p = p
 	il.n.Store(int32(len(p.workers)))
+	il.procs.Store(int32(runtime.GOMAXPROCS(0)))
 	il.sleepers = make([][]*Worker, len(p.domains))
 	il.parked = make([]bool, len(p.workers))
 	il.waiting = make([]bool, len(p.workers))
@@ -247,11 +252,15 @@ func (il *idle) init(p *sched) {
 func (p *sched) startsParked() bool { return p.cfg.spinFor() >= 0 }
 
 // tryStartSearching admits a worker to search unless half the workers
-// already do. The check and the increment are not one step, so now and
-// then one more searcher gets in: the limit is an optimisation, not an
-// invariant.
+// already do, or half of GOMAXPROCS where that is fewer: the Go runtime
+// runs at most GOMAXPROCS of the workers' threads at once, and keeps its
+// own spinning threads to half of its busy processors for the same
+// reason (proc.go); a pool of more workers than processors would
+// otherwise have most of them scanning every queue in turn. The check
+// and the increment are not one step, so now and then one more searcher
+// gets in: the limit is an optimisation, not an invariant.
 func (il *idle) tryStartSearching(d *domain) bool {
-	if 2*il.searching.Load() >= il.n.Load() {
+	if 2*il.searching.Load() >= min(il.n.Load(), il.procs.Load()) {
 		return false
 	}
 	il.searching.Add(1)

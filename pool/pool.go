@@ -205,8 +205,8 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	errs := make(chan error, len(p.workers))
 	p.live.Store(int32(len(p.workers)))
-	p.placer.OnLook = p.lookStuck // the stuck watch (stuck.go), at each of the monitor's looks
-	p.placer.Watch(held)          // before the workers start: the last to end lets go of the monitor
+	p.placer.OnLook = p.look
+	p.placer.Watch(held) // before the workers start: the last to end lets go of the monitor
 	for _, w := range p.workers {
 		w.alive.Add(1)
 		go w.main(errs)
@@ -235,6 +235,16 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	// and end. s does not refer to pool, so pool can be collected.
 	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)
 	return pool, nil
+}
+
+// look is what the pool does at each of the machine monitor's looks:
+// take GOMAXPROCS as read for the search limit (idle.go), and the stuck
+// watch (stuck.go).
+func (p *sched) look(now time.Time) {
+	if m := p.placer.Machine(); m != nil {
+		p.idle.procs.Store(int32(m.Read.Procs))
+	}
+	p.lookStuck(now)
 }
 
 // awake reports whether worker id is awake: on a CPU, not parked.

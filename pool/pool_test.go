@@ -615,3 +615,58 @@ func reportNew(b *testing.B, opened, closed time.Duration) {
 	b.ReportMetric(float64(opened.Microseconds())/1e3/ops, "new-ms")
 	b.ReportMetric(float64(closed.Microseconds())/1e3/ops, "close-ms")
 }
+
+// BenchmarkCostsAtScale measures what a pool costs per task and per idle
+// second as it grows, where 2 CPUs cannot show it in wall time: the
+// process's CPU time per task of a stream of tasks submitted from outside
+// and a fork-join tree inside, the parks, steals and pulls from the
+// node's shards per task (Stats), and the CPU time one idle second costs
+// once every worker sleeps.
+func BenchmarkCostsAtScale(b *testing.B) {
+	for _, spec := range []string{"2x4", "16x64", "32x64"} {
+		b.Run(spec, func(b *testing.B) {
+			p, err := New(WithSpec(spec), WithoutEnv())
+			if err != nil {
+				b.Skip(err)
+			}
+			defer p.Close()
+			const stream = 20000
+			var tasks, parks, steals, pulls uint64
+			var cpu time.Duration
+			for b.Loop() {
+				before := p.Stats().Total
+				c0 := processCPU()
+				var wg sync.WaitGroup
+				wg.Add(stream)
+				for range stream {
+					_ = p.Submit(context.Background(), func(*Worker) { wg.Done() })
+				}
+				wg.Wait()
+				if _, err := Run(p, func(w *Worker) (int, error) { return fibJoin(w, 22, 4), nil }); err != nil {
+					b.Fatal(err)
+				}
+				cpu += processCPU() - c0
+				after := p.Stats().Total
+				tasks += after.Completed - before.Completed
+				parks += after.Parks - before.Parks
+				steals += after.StealsInNode + after.StealsCrossNode - before.StealsInNode - before.StealsCrossNode
+				pulls += after.InjectPulls + after.InjectPullsCrossNode - before.InjectPulls - before.InjectPullsCrossNode
+			}
+			n := float64(tasks)
+			b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/task")
+			b.ReportMetric(float64(parks)/n, "parks/task")
+			b.ReportMetric(float64(steals)/n, "steals/task")
+			b.ReportMetric(float64(pulls)/n, "pulls/task")
+			// Idle: once every worker sleeps and the workload's garbage is
+			// collected, a second of nothing.
+			b.StopTimer()
+			for p.idle.unparked.Load() != 0 {
+				time.Sleep(time.Millisecond)
+			}
+			runtime.GC()
+			c0 := processCPU()
+			time.Sleep(time.Second)
+			b.ReportMetric(float64((processCPU()-c0).Microseconds())/1e3, "idle-cpu-ms/s")
+		})
+	}
+}

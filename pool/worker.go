@@ -471,7 +471,10 @@ func (w *Worker) stealFrom(v steal.Victim, lifo bool) item {
 		}
 	}
 	if !ok && lifo && vw.stealer.IsEmpty() {
-		if t := vw.lifo.Swap(nil); t != nil {
+		// A load first: a search passes every worker of the node, and a
+		// swap would write each empty slot's line, taking it from its
+		// owner's cache.
+		if t := vw.lifo.Load(); t != nil && vw.lifo.CompareAndSwap(t, nil) {
 			it, ok, n = t.item(), true, 1
 		}
 	}

@@ -41,6 +41,9 @@ type Placer struct {
 	// each of its looks for this pool (the pool's stuck watch).
 	OnLook func(now time.Time)
 	looks  uint64 // the monitor's looks (monitor only)
+	// maskNext is the thread the next look's checkMasks starts at
+	// (monitor only).
+	maskNext int
 
 	mu       sync.Mutex
 	replans  []string // the last maxReplanLog re-plans
@@ -204,11 +207,22 @@ func (p *Placer) replan(st *Machine, mask bool) string {
 	return "; " + strings.Join(moved, "; ")
 }
 
-// checkMasks reads each bound worker's thread mask and honours one that
-// someone else set (see monitor.go). Monitor only.
+// masksPerLook bounds the threads whose masks one look reads: a read is a
+// system call, and a look of a pool of thousands of workers would
+// otherwise cost its idle process milliseconds every second. A larger
+// pool's threads are read in turn, each within len(threads)/masksPerLook
+// looks.
+const masksPerLook = 256
+
+// checkMasks reads bound workers' thread masks, up to masksPerLook from
+// where the last look stopped, and honours one that someone else set
+// (see monitor.go). Monitor only.
 func (p *Placer) checkMasks(st *Machine) {
 	p.looks++
-	for _, t := range p.threads {
+	n := len(p.threads)
+	k := min(n, masksPerLook)
+	for i := range k {
+		t := p.threads[(p.maskNext+i)%n]
 		if t.now.Load() == nil || !t.masking.CompareAndSwap(false, true) {
 			continue // unbound, or the pool is setting its mask
 		}
@@ -247,6 +261,9 @@ func (p *Placer) checkMasks(st *Machine) {
 		if note != "" {
 			p.logReplan(fmt.Sprintf("%s after start: %s", time.Since(p.started).Round(time.Millisecond), note))
 		}
+	}
+	if n > 0 {
+		p.maskNext = (p.maskNext + k) % n
 	}
 }
 
