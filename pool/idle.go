@@ -11,7 +11,8 @@ import (
 //
 // The rules:
 //
-//  1. At most half the workers search at once (tryStartSearching). A
+//  1. At most half the workers search at once, or half of GOMAXPROCS
+//     where that is fewer (tryStartSearching). A
 //     searcher that finds work and was the last one searching wakes
 //     another, if tasks are making tasks (Worker.run, foundWork), so
 //     work keeps spreading. Without the limit every idle worker would
