@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
@@ -31,7 +32,8 @@ func explainFlags() (*flag.FlagSet, explainOpts) {
 }
 
 // explainCmd starts a pool as the flags and NUMAPOOL_* variables ask,
-// prints its placement (Pool.Explain) and closes it.
+// prints its placement (Pool.Explain), closes it, and prints how long
+// New and Close took.
 func explainCmd(args []string, stdout io.Writer) error {
 	fs, o := explainFlags()
 	if err := parseFlags(fs, args); err != nil {
@@ -66,10 +68,16 @@ func explainCmd(args []string, stdout io.Writer) error {
 	if *required {
 		opts = append(opts, pool.WithRequiredPlacement())
 	}
+	t0 := time.Now()
 	p, err := pool.New(opts...)
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	started := time.Since(t0)
 	fmt.Fprint(stdout, p.Explain())
-	return p.Close()
+	t1 := time.Now()
+	err = p.Close()
+	fmt.Fprintf(stdout, "start-up: New took %v to start %d workers (each bound and asleep); Close took %v\n",
+		started.Round(time.Microsecond), p.Workers(), time.Since(t1).Round(time.Microsecond))
+	return err
 }

@@ -145,7 +145,7 @@ func TestExplain(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, errs)
 	}
-	for _, want := range []string{"2 workers on 2 nodes", "binding cores", "stealing flat", "worker 1"} {
+	for _, want := range []string{"2 workers on 2 nodes", "binding cores", "stealing flat", "worker 1", "start-up: New took", "to start 2 workers", "Close took"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q:\n%s", want, out)
 		}
