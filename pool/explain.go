@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -83,4 +84,30 @@ func (p *sched) noteDegraded(err error) {
 	p.degradedMu.Lock()
 	p.degraded = append(p.degraded, err.Error())
 	p.degradedMu.Unlock()
+}
+
+// retiredIDs lists the retired workers' IDs, as Explain shows them:
+// "2-3,6-7"; "" when none is.
+func (p *sched) retiredIDs() string {
+	p.idle.mu.Lock()
+	defer p.idle.mu.Unlock()
+	var b strings.Builder
+	for id := 0; id < len(p.idle.retired); id++ {
+		if !p.idle.retired[id] {
+			continue
+		}
+		last := id
+		for last+1 < len(p.idle.retired) && p.idle.retired[last+1] {
+			last++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(id))
+		if last > id {
+			b.WriteString("-" + strconv.Itoa(last))
+		}
+		id = last
+	}
+	return b.String()
 }

@@ -3,8 +3,6 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // Resizing a running pool.
@@ -195,30 +193,4 @@ func shares(n int, domains []*domain) []int {
 		given--
 	}
 	return out
-}
-
-// retiredIDs lists the retired workers' IDs, as Explain shows them:
-// "2-3,6-7"; "" when none is.
-func (p *sched) retiredIDs() string {
-	p.idle.mu.Lock()
-	defer p.idle.mu.Unlock()
-	var b strings.Builder
-	for id := 0; id < len(p.idle.retired); id++ {
-		if !p.idle.retired[id] {
-			continue
-		}
-		last := id
-		for last+1 < len(p.idle.retired) && p.idle.retired[last+1] {
-			last++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(id))
-		if last > id {
-			b.WriteString("-" + strconv.Itoa(last))
-		}
-		id = last
-	}
-	return b.String()
 }
