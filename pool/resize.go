@@ -79,8 +79,9 @@ func (p *Pool) Resize(n int) error {
 	return p.resize(n)
 }
 
-// Size returns how many workers run: Workers(), or what the last Resize
-// set.
+// Size returns how many workers run: Workers() until a Resize. After a
+// shrink it falls as the retiring workers reach their task boundaries;
+// after a grow it is the new size when Resize returns.
 func (p *Pool) Size() int {
 	mustPool(p, "Size")
 	return int(p.idle.n.Load())

@@ -98,6 +98,11 @@ func retiredIDs(p *Pool, want []int) bool {
 				return false
 			}
 		}
+		for _, ws := range p.Stats().Workers {
+			if ws.Retired != (ws.Bound == "") {
+				return false // a retired worker has no thread to be bound; a running one is
+			}
+		}
 		return true
 	})
 }

@@ -242,8 +242,11 @@ func (p *Pool) Stats() Stats {
 		ns := NodeStats{Node: d.node.ID, Workers: size, Tasks: Tasks{Queued: d.queued()}}
 		for _, w := range d.workers {
 			c := w.snapshot()
-			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Bound: w.th.Mask().String(), Kind: place.KindName(p.topo, w.cpu), Counters: c,
+			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Kind: place.KindName(p.topo, w.cpu), Counters: c,
 				Retired: p.idle.isRetired(w)}
+			if !ws.Retired {
+				ws.Bound = w.th.Mask().String() // a retired worker has no thread
+			}
 			if sw, ok := p.stuckOf(w.id); ok {
 				ws.BlockedFor, ws.BlockedIn = sw.dur, sw.in
 				ns.Stuck = true
