@@ -458,6 +458,15 @@ func (il *idle) retireParkedLocked(w *Worker) bool {
 	return false
 }
 
+// retireParked is retireParkedLocked under mu, for a worker marked to
+// retire (w.retire) that another holds parked: a caller that gives its
+// seat back (join.go).
+func (il *idle) retireParked(w *Worker) bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return w.retire.Load() && il.retireParkedLocked(w)
+}
+
 // retireLocked marks w retired and takes it out of the counts of
 // workers. il.mu must be held.
 func (il *idle) retireLocked(w *Worker) {

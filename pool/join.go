@@ -257,6 +257,9 @@ func (w *Worker) leave() {
 	if w.seat.state.Swap(seatAsleep) == seatLentWoken || p.state.Load() != running {
 		w.wakeThread()
 	}
+	if w.retire.Load() && p.idle.retireParked(w) {
+		w.wakeThread() // a Resize asked while the seat was lent: the thread ends (resize.go)
+	}
 }
 
 // addCaller records w's caller for workerOf, in the place join counted

@@ -235,8 +235,8 @@ func (w *Worker) spin(l *latch) item {
 	var crowded goruntime.Crowding
 	var nextLook int64 // on the pool's clock
 	for i := 0; p.state.Load() == running && (limit < 0 || time.Now().Before(deadline)); i++ {
-		if l.probe() || w.relay.want.Load() != 0 {
-			return item{}
+		if l.probe() || w.relay.want.Load() != 0 || l == nil && w.retire.Load() {
+			return item{} // a Resize retires an idle spinner through park (resize.go)
 		}
 		if it := w.next(); !it.none() {
 			return it

@@ -108,7 +108,10 @@ func (p *sched) resize(n int) error {
 				back = append(back, w)
 			case k < want:
 				w.retire.Store(false) // marked, not yet retired: it runs on
-			case !w.retire.Load():
+			default:
+				// Marked already or not, one asleep retires now: a mark
+				// made while a caller held its seat may have found it
+				// awake.
 				w.retire.Store(true)
 				if il.retireParkedLocked(w) {
 					asleep = append(asleep, w)

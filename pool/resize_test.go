@@ -3,13 +3,18 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/numapool/numapool/topology"
 )
 
 func TestResizeShares(t *testing.T) {
@@ -471,6 +476,310 @@ func TestResizeRacesClose(t *testing.T) {
 		acc, ran, notRun, stray := l.tally()
 		if notRun != 0 || stray != 0 || l.dbl.Load() != 0 || ran != acc {
 			t.Fatalf("round %d: accepted %d, ran %d, not run %d, stray %d, twice %d", round, acc, ran, notRun, stray, l.dbl.Load())
+		}
+	}
+}
+
+// settleSize waits until Size() == n, the stats agree and the retired
+// workers' goroutines have ended; returns a description of what is off.
+func settleSize(p *Pool, n int) string {
+	var why string
+	ok := eventually(hangBound, func() bool {
+		why = ""
+		if s := p.Size(); s != n {
+			why = fmt.Sprintf("Size() = %d, want %d", s, n)
+			return false
+		}
+		st := p.Stats()
+		notRetired, sum := 0, 0
+		for _, ws := range st.Workers {
+			if !ws.Retired {
+				notRetired++
+			} else if !p.workers[ws.Worker].owner.ended.Load() {
+				why = fmt.Sprintf("worker %d retired but its goroutine has not ended", ws.Worker)
+				return false
+			}
+		}
+		for _, ns := range st.Nodes {
+			sum += ns.Workers
+			if ns.Workers < 1 {
+				why = fmt.Sprintf("node %d has %d workers", ns.Node, ns.Workers)
+				return false
+			}
+		}
+		if notRetired != n || sum != n {
+			why = fmt.Sprintf("not retired %d, nodes sum %d, want %d", notRetired, sum, n)
+			return false
+		}
+		if st.BusyWorkers != 0 {
+			why = fmt.Sprintf("BusyWorkers %d", st.BusyWorkers)
+			return false
+		}
+		return true
+	})
+	if ok {
+		return ""
+	}
+	return why + ": " + idleState{p.sched}.String()
+}
+
+// TestResizeWhileCallerHoldsSeat: a caller from outside holds worker 1's
+// seat (Run) when Resize(1) marks worker 1; when the caller gives the
+// seat back, parked, worker 1 retires.
+func TestResizeWhileCallerHoldsSeat(t *testing.T) {
+	p := newTestPool(t, WithWorkers(2))
+	defer p.Close()
+	parkAll(t, p)
+	// Keep worker 0 busy so that the caller joins worker 1's seat.
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	for {
+		on := make(chan int, 1)
+		if err := p.Submit(context.Background(), func(w *Worker) {
+			on <- w.ID()
+			if w.ID() == 0 {
+				<-release
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if <-on == 0 {
+			break
+		}
+	}
+	parkWorker1 := eventually(hangBound, func() bool { return p.idle.isParked(p.workers[1]) })
+	if !parkWorker1 {
+		t.Fatal("worker 1 did not park")
+	}
+	var seat int
+	var onSeat bool
+	_, err := Run(p, func(w *Worker) (int, error) {
+		seat, onSeat = w.ID(), w.out.on
+		return 0, p.Resize(1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seat != 1 || !onSeat {
+		t.Skipf("the caller ran on worker %d (joined %v), not on worker 1's seat", seat, onSeat)
+	}
+	once.Do(func() { close(release) })
+	if why := settleSize(p, 1); why != "" {
+		t.Errorf("after Resize(1) from a caller on worker 1's seat: %s", why)
+	}
+}
+
+// TestResizeActivePolicy: with WithBlockTime(-1) idle workers spin
+// instead of parking; Resize retires them while the pool is idle.
+func TestResizeActivePolicy(t *testing.T) {
+	p := newTestPool(t, WithWorkers(4), WithBlockTime(-1))
+	defer p.Close()
+	if err := p.Resize(1); err != nil {
+		t.Fatal(err)
+	}
+	if why := settleSize(p, 1); why != "" {
+		t.Errorf("active policy, after Resize(1): %s", why)
+	}
+}
+
+// TestResizeBlockAfterComeback: a worker that used Block, retired and
+// was brought back blocks again in its new goroutine and uses its
+// *Worker after.
+func TestResizeBlockAfterComeback(t *testing.T) {
+	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
+	if _, err := onWorker1(p, func(w *Worker) bool { w.Block(func() {}); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resize(1); err != nil {
+		t.Fatal(err)
+	}
+	if !retiredIDs(p, []int{1}) {
+		t.Fatal("worker 1 did not retire")
+	}
+	if err := p.Resize(2); err != nil {
+		t.Fatal(err)
+	}
+	got, err := onWorker1(p, func(w *Worker) string {
+		w.Block(func() {})
+		if r := recovered(func() { w.Spawn(func(*Worker) {}) }); r != nil {
+			return fmt.Sprint(r)
+		}
+		return ""
+	})
+	if err != nil || got != "" {
+		t.Errorf("Spawn after Block on a worker brought back: %v %s", err, got)
+	}
+}
+
+// poolGoroutines returns the stacks of goroutines still in a worker's or
+// a spare's main.
+func poolGoroutines() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "pool.(*Worker).main") || strings.Contains(g, "pool.(*spare).main") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestResizeCloseLeavesNothing: Resize cycles with Block (spares) and
+// Goexit (replaced threads), then Close, also racing the resizes: no
+// narrowed thread, no worker or spare goroutine left.
+func TestResizeCloseLeavesNothing(t *testing.T) {
+	onThreads(t)
+	mask, err := topology.ThreadAffinity(os.Getpid())
+	if err != nil {
+		t.Skip(err)
+	}
+	for round := range 6 {
+		p := newTestPool(t, WithSpec("2x2"), WithWorkers(8))
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := p.Submit(ctx, func(w *Worker) {
+					switch i % 4 {
+					case 0:
+						w.Block(func() { time.Sleep(100 * time.Microsecond) })
+					case 1:
+						runtime.Goexit()
+					case 2:
+						for range 50 {
+							w.Spawn(func(w *Worker) { w.Block(func() {}) })
+						}
+					}
+				})
+				if err != nil {
+					return
+				}
+				if i%8 == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		})
+		rng := rand.New(rand.NewPCG(uint64(round), 5))
+		for range 200 {
+			if err := p.Resize(2 + rng.IntN(7)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+		}
+		if round%2 == 0 {
+			close(stop)
+			wg.Wait()
+			closeUnnarrowed(t, p, mask)
+		} else {
+			// Close racing the resizes and the submitter.
+			wg.Go(func() {
+				for k := 0; p.Resize(2+k%7) == nil; k++ {
+				}
+			})
+			closeUnnarrowed(t, p, mask)
+			close(stop)
+			wg.Wait()
+		}
+		var left []string
+		if !eventually(hangBound, func() bool { left = poolGoroutines(); return len(left) == 0 }) {
+			t.Fatalf("round %d: after Close, %d pool goroutines left:\n%s", round, len(left), strings.Join(left, "\n\n"))
+		}
+		if p.live.Load() != 0 {
+			t.Fatalf("round %d: live %d", round, p.live.Load())
+		}
+	}
+}
+
+// TestResizeShutdownGivesUp: a Shutdown that gives up while Resizes
+// shrink and grow a pool whose workers hold long queues (spawns) and
+// tasks stuck until released: every accepted task ran once or is counted
+// abandoned; Shutdown and Close return.
+func TestResizeShutdownGivesUp(t *testing.T) {
+	for round := range 12 {
+		spec := []string{"2x2", "2x4", "1x4"}[round%3]
+		p := newTestPool(t, WithSpec(spec), WithWorkers(8))
+		l := newLedger(1 << 20)
+		ctx := context.Background()
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		var resizeErr atomic.Value
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(round), 1))
+			min := len(p.Nodes())
+			for {
+				if err := p.Resize(min + rng.IntN(9-min)); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						resizeErr.Store(err)
+					}
+					return
+				}
+				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			}
+		})
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := l.id()
+				if a < 0 {
+					return
+				}
+				err := p.Submit(ctx, func(w *Worker) {
+					l.ran(a)
+					for range 100 {
+						id := l.id()
+						if id < 0 {
+							return
+						}
+						l.accepted[id].Store(true)
+						w.Spawn(func(w *Worker) { l.ran(id); spinFor(2 * time.Microsecond) })
+					}
+					if i%97 == 0 {
+						<-release // stuck past the Shutdown's deadline
+					}
+				})
+				if err != nil {
+					return
+				}
+				l.accepted[a].Store(true)
+			}
+		})
+		time.Sleep(time.Duration(5+round) * time.Millisecond)
+		sctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		within(t, hangBound, "Shutdown", func() { _, _ = p.Shutdown(sctx) }, idleState{p.sched})
+		cancel()
+		close(stop)
+		close(release)
+		within(t, hangBound, "Close", func() { _ = p.Close() }, idleState{p.sched})
+		wg.Wait()
+		if e := resizeErr.Load(); e != nil {
+			t.Errorf("round %d: Resize: %v", round, e)
+		}
+		acc, ran, notRun, stray := l.tally()
+		ab := int64(p.Stats().Abandoned)
+		if testing.Verbose() {
+			t.Logf("round %d (%s): accepted %d, ran %d, abandoned %d", round, spec, acc, ran, ab)
+		}
+		if stray != 0 || l.dbl.Load() != 0 || notRun != ab {
+			t.Errorf("round %d (%s): accepted %d, ran %d, not run %d, abandoned %d, stray %d, twice %d", round, spec, acc, ran, notRun, ab, stray, l.dbl.Load())
+		}
+		for _, w := range p.workers {
+			if !w.owner.ended.Load() {
+				t.Errorf("round %d: worker %d not ended", round, w.id)
+			}
 		}
 	}
 }

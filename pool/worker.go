@@ -183,6 +183,7 @@ func (w *Worker) main(placed chan<- error) {
 		w.pool.byG.move(w, 0, w.owner.g.Load())
 		if back {
 			w.leaving.Store(false)
+			w.relay.cur = nil // the retired goroutine's record: the new one's is made at its first Block
 			w.relay.reopen()
 			w.owner.ended.Store(false)
 		}
