@@ -333,7 +333,7 @@ func TestResizeCountedStream(t *testing.T) {
 				if k == 0 && !submit(p, -1) {
 					return
 				}
-				if k == 1 && !submit(p.Node(p.Nodes()[l.next.Load()%2]).Strict(), -1) {
+				if n := p.Nodes()[l.next.Load()%2]; k == 1 && !submit(p.Node(n).Strict(), n) {
 					return
 				}
 			}
