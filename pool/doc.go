@@ -142,11 +142,11 @@
 // # Resizing
 //
 // Resize(n) changes how many of the pool's workers run, while it runs;
-// Size says how many do. The workers are the ones New placed (Workers;
-// make the pool with as many as it may need, WithWorkers, and resize
-// down): a worker Resize retires keeps its ID, CPU, queue and PerWorker
-// cell, and one it brings back is bound where New bound it and takes work
-// at once. Resize spreads n over the nodes in proportion to their
+// Size says how many do. The workers are the ones New placed (Workers):
+// all of them start, or with WithMaxWorkers(m) New places m and starts
+// WithWorkers' count, so that the pool can grow to m. A worker Resize
+// retires keeps its ID, CPU, queue and PerWorker cell, and one it brings
+// back is bound where New placed it and takes work at once. Resize spreads n over the nodes in proportion to their
 // workers, at least one per node, since a node's strict work runs only
 // there; inside a node the lowest IDs run. A retiring worker ends at its
 // next task boundary (at once if it sleeps; a task that waits inside,

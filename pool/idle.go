@@ -467,6 +467,20 @@ func (il *idle) retireParked(w *Worker) bool {
 	return w.retire.Load() && il.retireParkedLocked(w)
 }
 
+// retireAtStart registers w, which New does not start, as retired
+// (WithMaxWorkers): before any worker runs.
+func (il *idle) retireAtStart(w *Worker) {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	if il.parked[w.id] {
+		il.retireParkedLocked(w)
+		return
+	}
+	il.parked[w.id] = true
+	il.unparked.Add(-1)
+	il.retireLocked(w)
+}
+
 // retireLocked marks w retired and takes it out of the counts of
 // workers. il.mu must be held.
 func (il *idle) retireLocked(w *Worker) {

@@ -29,6 +29,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	workers      int // 0: default
 	workersSet   bool
+	maxWorkers   int // 0: as many as start (WithMaxWorkers)
 	binding      pin.Binding
 	bindingSet   bool
 	kind         string // WithCPUKind: "performance" or "efficiency"; "": every kind
@@ -181,6 +182,20 @@ func WithWorkers(n int) Option {
 			return fmt.Errorf("pool: WithWorkers(%d): need at least one worker", n)
 		}
 		c.workers, c.workersSet = n, true
+		return nil
+	})
+}
+
+// WithMaxWorkers places m workers, of which New starts WithWorkers'
+// count (default: as WithWorkers says, at most m); Resize starts the
+// others when the pool grows (see Resizing). The pool claims the CPUs of
+// all m, and the thread limits New checks count all m.
+func WithMaxWorkers(m int) Option {
+	return optionFunc(func(c *config) error {
+		if m < 1 {
+			return fmt.Errorf("pool: WithMaxWorkers(%d): need at least one worker", m)
+		}
+		c.maxWorkers = m
 		return nil
 	})
 }
@@ -463,7 +478,7 @@ func (c *config) placesEnv(v string) error {
 // planRequest is what New asks of the plan, inside the process's CPUs
 // now (cpus); monitorThread says New is to start the machine monitor.
 func (c config) planRequest(cpus topology.CPUSet, monitorThread bool) place.Request {
-	r := place.Request{Topo: c.topo, Spec: c.spec, Nodes: c.nodes, Kind: c.kind, Workers: c.workers,
+	r := place.Request{Topo: c.topo, Spec: c.spec, Nodes: c.nodes, Kind: c.kind, Workers: c.workers, Max: c.maxWorkers,
 		Binding: c.binding, Required: c.required, CPUs: cpus, MonitorThread: monitorThread}
 	if c.specEnv {
 		r.SpecFrom = fmt.Sprintf("%s=%q: ", envTopology, c.spec)

@@ -51,7 +51,9 @@ type owners struct {
 func (o *owners) init(ws []*Worker) {
 	m := make(map[uintptr]*Worker, len(ws))
 	for _, w := range ws {
-		m[w.owner.g.Load()] = w // each set it before it reported
+		if g := w.owner.g.Load(); g != 0 { // 0: a worker New does not start (WithMaxWorkers)
+			m[g] = w // each set it before it reported
+		}
 	}
 	o.m.Store(&m)
 }

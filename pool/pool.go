@@ -203,16 +203,17 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	// Start the workers; each reports whether its placement held.
 	pool := &Pool{p}
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
-	errs := make(chan error, len(p.workers))
-	p.live.Store(int32(len(p.workers)))
+	starting := p.startingWorkers(pl.Start)
+	errs := make(chan error, len(starting))
+	p.live.Store(int32(len(starting)))
 	p.placer.OnLook = p.look
 	p.placer.Watch(held) // before the workers start: the last to end lets go of the monitor
-	for _, w := range p.workers {
+	for _, w := range starting {
 		w.alive.Add(1)
 		go w.main(errs)
 	}
 	var failed []error
-	for range p.workers {
+	for range starting {
 		if err := <-errs; err != nil {
 			failed = append(failed, err)
 		}
@@ -235,6 +236,29 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	// and end. s does not refer to pool, so pool can be collected.
 	runtime.AddCleanup(pool, func(s *sched) { s.beginClose() }, p)
 	return pool, nil
+}
+
+// startingWorkers returns the workers New starts: all, or where the plan
+// placed more than start (WithMaxWorkers), start of them spread over the
+// nodes as Resize spreads them, at least one per node; the others begin
+// retired (resize.go).
+func (p *sched) startingWorkers(start int) []*Worker {
+	if start >= len(p.workers) {
+		return p.workers
+	}
+	var out []*Worker
+	for i, n := range shares(max(start, len(p.domains)), p.domains) {
+		for k, w := range p.domains[i].workers {
+			if k < n {
+				out = append(out, w)
+				continue
+			}
+			w.retire.Store(true)
+			w.owner.ended.Store(true) // no goroutine: one Resize starts takes it on (Worker.main)
+			p.idle.retireAtStart(w)
+		}
+	}
+	return out
 }
 
 // look is what the pool does at each of the machine monitor's looks:
@@ -304,7 +328,9 @@ func weightedOrder(domains []*domain) []int {
 	return order
 }
 
-// Workers returns the number of workers.
+// Workers returns the number of workers New placed: worker IDs run from
+// 0 to Workers()-1. Size says how many of them run (Resize,
+// WithMaxWorkers).
 func (p *Pool) Workers() int {
 	mustPool(p, "Workers")
 	return len(p.workers)

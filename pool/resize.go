@@ -8,13 +8,13 @@ import (
 // Resizing a running pool.
 //
 // A pool's workers are the ones New placed: their IDs, CPUs, queues and
-// PerWorker cells stay for the pool's life. Resize(n) keeps n of them
-// running and retires the others; a later Resize brings retired workers
-// back, on the CPUs New placed them on, bound as New binds. So growth
-// places workers as New would have, holds no CPU another pool claimed
-// meanwhile (the pool claimed its CPUs at New and keeps them), and a
-// pool that may need more workers later is made with them
-// (WithWorkers) and resized down.
+// PerWorker cells stay for the pool's life. New starts all of them, or
+// with WithMaxWorkers only WithWorkers' count, the others beginning
+// retired. Resize(n) keeps n of them running and retires the others; a
+// later Resize brings retired workers back, on the CPUs New placed them
+// on, bound as New binds. So growth places workers as New would have and
+// holds no CPU another pool claimed meanwhile (the pool claimed the CPUs
+// of all its workers at New and keeps them).
 //
 // Which workers run. Resize apportions n over the nodes in proportion to
 // their workers (largest remainders, ties to the first node), at least one

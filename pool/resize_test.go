@@ -197,6 +197,56 @@ func TestResizeRetiresAndBringsBack(t *testing.T) {
 	}
 }
 
+// TestResizeMaxWorkers: WithMaxWorkers places more workers than New
+// starts; Resize starts them, and they run work.
+func TestResizeMaxWorkers(t *testing.T) {
+	p := newTestPool(t, WithSpec("2x2"), WithWorkers(2), WithMaxWorkers(8))
+	defer p.Close()
+	if p.Workers() != 8 || p.Size() != 2 {
+		t.Fatalf("Workers %d, Size %d: want 8 placed, 2 running", p.Workers(), p.Size())
+	}
+	if !retiredIDs(p, []int{1, 2, 3, 5, 6, 7}) {
+		t.Fatalf("at New: %+v, want workers 0 and 4 running", p.Stats().Workers)
+	}
+	if err := p.Resize(8); err != nil {
+		t.Fatal(err)
+	}
+	if !retiredIDs(p, nil) {
+		t.Fatalf("after Resize(8): %+v", p.Stats().Workers)
+	}
+	var on [8]atomic.Int64
+	ok := eventually(hangBound, func() bool {
+		if err := p.ParallelFor(context.Background(), 64, 1, func(w *Worker, lo, hi int) error {
+			on[w.ID()].Add(1)
+			spinFor(200 * time.Microsecond)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range on {
+			if on[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		t.Errorf("after growing past New's workers, the workers' runs: %v", &on)
+	}
+	for _, bad := range [][]Option{{WithWorkers(8), WithMaxWorkers(4)}, {WithMaxWorkers(0)}} {
+		if _, err := newPool(append(bad, WithSpec("2x2"), WithoutEnv()), nil); err == nil || !strings.Contains(err.Error(), "WithMaxWorkers") {
+			t.Errorf("New with %d options: %v, want an error naming WithMaxWorkers", len(bad), err)
+		}
+	}
+	// Without WithWorkers, New starts the default count, at most the
+	// maximum.
+	q := newTestPool(t, WithSpec("2x2"), WithMaxWorkers(12))
+	defer q.Close()
+	if q.Workers() != 12 || q.Size() != 4 {
+		t.Errorf("2x2 with WithMaxWorkers(12): Workers %d, Size %d, want 12 and 4", q.Workers(), q.Size())
+	}
+}
+
 // onWorker1 submits fn to p until it runs on worker 1, and returns what
 // the run that did returned.
 func onWorker1[T any](p *Pool, fn func(w *Worker) T) (T, error) {
@@ -284,14 +334,14 @@ func TestResizeFromInsideTask(t *testing.T) {
 
 // TestResizeCountedStream: a stream of every kind of work through grow
 // and shrink cycles between one worker per node and 4 per CPU of a 2x2
-// layout: plain submissions, strict work for each node, tasks that spawn
+// layout, from a pool that starts with one per CPU (WithMaxWorkers): plain submissions, strict work for each node, tasks that spawn
 // and join, groups and loops. Every task runs exactly once.
 func TestResizeCountedStream(t *testing.T) {
 	cycles := 100
 	if testing.Short() {
 		cycles = 20
 	}
-	p := newTestPool(t, WithSpec("2x2"), WithWorkers(16))
+	p := newTestPool(t, WithSpec("2x2"), WithWorkers(4), WithMaxWorkers(16))
 	const n = 1 << 22
 	l := newLedger(n)
 	ctx := context.Background()

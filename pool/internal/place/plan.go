@@ -26,6 +26,9 @@ type Plan struct {
 	// for spare threads (pool/spare.go). math.MaxInt when the workers
 	// lock no thread or no limit applies.
 	ThreadsLeft int
+	// Start is how many of the planned workers start; the others wait
+	// for a Resize (Request.Max).
+	Start int
 }
 
 // NodePlan is one node's part of a Plan.
@@ -44,6 +47,10 @@ type Request struct {
 	Nodes   []int              // the node IDs to keep; nil: all
 	Kind    string             // the CPU kind to keep; "": all
 	Workers int                // 0: min(the nodes' CPUs, GOMAXPROCS)
+	// Max is how many workers the plan places, of which Workers (or its
+	// default, at most Max) start (Plan.Start): the rest are for a
+	// Resize to start later. 0: as many as start.
+	Max     int
 	Binding pin.Binding
 	// Required fails the plan on any degradation (WithRequiredPlacement).
 	Required bool
@@ -119,6 +126,16 @@ func NewPlan(r Request) (*Plan, error) {
 		if strings.HasPrefix(t.Source, "synthetic") {
 			workers = total // the spec asks for these CPUs, even above GOMAXPROCS
 		}
+		if r.Max > 0 {
+			workers = min(workers, r.Max)
+		}
+	}
+	p.Start = workers
+	if r.Max > 0 {
+		if r.Max < workers {
+			return nil, fmt.Errorf("pool: %s%s to start, above WithMaxWorkers(%d)", r.WorkersFrom, plural(workers, "worker"), r.Max)
+		}
+		workers = r.Max // all are placed, and count against the thread limits: any may run
 	}
 	if r.Binding.LocksThread() {
 		bounds := threadBounds()
