@@ -834,6 +834,46 @@ func TestResizeShutdownGivesUp(t *testing.T) {
 	}
 }
 
+// TestResizeAcrossAReplan: workers brought back while the machine
+// monitor has moved the pool off a CPU are bound inside the process's
+// CPUs, and go back to their own with the others; a counted stream runs
+// throughout.
+func TestResizeAcrossAReplan(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	f := newFakeMachine(all, 2)
+	p := newTestPool(t, WithSpec("2x1"), WithWorkers(2), WithMaxWorkers(4), withMachine(f, fakeWatch))
+	if !p.workers[0].th.Bound().Equal(topology.NewCPUSet(a)) || !p.workers[2].th.Bound().Equal(topology.NewCPUSet(b)) {
+		_ = p.Close()
+		t.Skipf("2x1 placed the workers on %s and %s, not on CPUs %d and %d", p.workers[0].th.Bound(), p.workers[2].th.Bound(), a, b)
+	}
+	s := startStream(t, p, 1<<20)
+	left := topology.NewCPUSet(a)
+	f.set(left, 2)
+	if !masksAre(p, []topology.CPUSet{left, {}, left, {}}, hangBound) {
+		t.Fatalf("CPU %d gone: worker masks %v", b, workerMasks(p))
+	}
+	for round := range 10 {
+		if err := p.Resize(4); err != nil {
+			t.Fatal(err)
+		}
+		if why := holdsInside(p, left, 20*time.Millisecond); why != "" {
+			t.Fatalf("round %d, grown while CPU %d is gone: %s", round, b, why)
+		}
+		if err := p.Resize(2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Resize(4); err != nil {
+		t.Fatal(err)
+	}
+	f.set(all, 2)
+	node := func(cpu int) topology.CPUSet { return topology.NewCPUSet(cpu) }
+	if want := []topology.CPUSet{node(a), node(a), node(b), node(b)}; !masksAre(p, want, hangBound) {
+		t.Errorf("CPU %d back: worker masks %v, want %v", b, workerMasks(p), want)
+	}
+	s.finish(t, p)
+}
+
 // BenchmarkResize times a shrink of 64 workers (2x33 to one per node)
 // and the grow back, beside the floor of starting and ending 64 locked,
 // bound goroutines (BenchmarkNew's). shrink-ms is until Resize returns,
