@@ -761,3 +761,59 @@ func nodeIndex(p *pool.Pool, node int) int {
 	}
 	return -1
 }
+
+// TestResizedWorkersRunOnTheirNode: workers a Resize brings back, never
+// started by New (WithMaxWorkers) or retired before, are bound to their
+// node's CPUs, and strict work runs on its node throughout.
+func TestResizedWorkersRunOnTheirNode(t *testing.T) {
+	topo := multiNode(t)
+	cpus := 0
+	for _, n := range topo.ComputeNodes() {
+		cpus += n.CPUs.Len()
+	}
+	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores} {
+		t.Run(b.String(), func(t *testing.T) {
+			nodes := len(topo.ComputeNodes())
+			p := newPool(t, pool.WithBinding(b), pool.WithRequiredPlacement(), pool.WithWorkers(nodes), pool.WithMaxWorkers(cpus))
+			for round, size := range []int{cpus, nodes, cpus} {
+				if err := p.Resize(size); err != nil {
+					t.Fatal(err)
+				}
+				st := p.Stats()
+				for _, ws := range st.Workers {
+					if ws.Retired {
+						continue
+					}
+					bound, err := topology.ParseCPUList([]byte(ws.Bound))
+					node := topo.Nodes[slices.IndexFunc(topo.Nodes, func(n topology.Node) bool { return n.ID == ws.Node })]
+					if err != nil || bound.IsEmpty() || !bound.IsSubsetOf(node.CPUs) {
+						t.Errorf("round %d: worker %d of node %d bound to %q (%v), outside the node's CPUs %s", round, ws.Worker, ws.Node, ws.Bound, err, node.CPUs)
+					}
+				}
+				var wrong, samples atomic.Int64
+				var wg sync.WaitGroup
+				for i := range 400 {
+					wg.Add(1)
+					node := p.Nodes()[i%len(p.Nodes())]
+					_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
+						defer wg.Done()
+						cpu, _, err := pin.CurrentCPU()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						c, _ := topo.CPU(cpu)
+						samples.Add(1)
+						if c.Node != node {
+							wrong.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				if wrong.Load() > 0 {
+					t.Errorf("round %d (size %d): %d of %d strict tasks ran off their node", round, size, wrong.Load(), samples.Load())
+				}
+			}
+		})
+	}
+}

@@ -188,9 +188,15 @@ func (p *Placer) replan(st *Machine, mask bool) string {
 		t.now.Store(&Placed{CPUs: to, Why: why, Outside: outside})
 		t.setNodeCPUs(to)
 		// Set even when to is the mask the pool set last: taskset -a -p,
-		// a cpuset change or hotplug may have rewritten it.
-		if tid := t.TID(); tid > 0 && pin.Aim(tid, to) == nil {
-			t.set = to
+		// a cpuset change or hotplug may have rewritten it. The kernel may
+		// refuse it for a while: a CPU that came online joins the cpusets
+		// after it shows online (the kernel's hotplug work), and a mask of
+		// it alone is refused until then. The next looks try again.
+		if tid := t.TID(); tid > 0 {
+			t.retry = pin.Aim(tid, to) != nil
+			if !t.retry {
+				t.set = to
+			}
 		}
 		t.unlockMask()
 		if !prev.CPUs.Equal(to) {
@@ -227,6 +233,11 @@ func (p *Placer) checkMasks(st *Machine) {
 			continue // unbound, or the pool is setting its mask
 		}
 		note := ""
+		if tid := t.TID(); tid > 0 && t.retry {
+			if to := t.placed(); pin.Aim(tid, to) == nil {
+				t.set, t.retry = to, false // the re-plan's re-bind, refused then (replan)
+			}
+		}
 		if tid := t.TID(); tid > 0 && !t.set.IsEmpty() {
 			expect := t.set.And(st.CPUs)
 			if expect.IsEmpty() {

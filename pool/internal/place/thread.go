@@ -44,6 +44,7 @@ type Thread struct {
 	set     topology.CPUSet // the mask the pool last set on the thread
 	outside topology.CPUSet // a mask set from outside, honoured; empty: none
 	seenAt  uint64          // the monitor's look that found outside
+	retry   bool            // the kernel refused the re-plan's mask: the monitor's next looks set it again
 
 	// The owner's: bound is set before the worker runs tasks and changes
 	// only if a new thread cannot be bound as the last one was; Stats and
@@ -215,7 +216,7 @@ func (t *Thread) Follow() bool {
 	}
 	t.lockMask()
 	if to := t.placed(); !to.IsEmpty() && !to.Equal(t.set) && t.ownsMask(0) && t.thread.Set(to) == nil {
-		t.set = to
+		t.set, t.retry = to, false
 	}
 	t.unlockMask()
 	return true
