@@ -42,14 +42,20 @@ import (
 // never wakes it, since it is on no sleepers' list. idle.n counts the
 // workers not retired, for the search limit and notify's "all awake".
 //
+// An idle worker that spins (WithBlockTime) stops spinning when marked
+// and retires through park; a seat a caller gives back (leave) retires
+// there if it was marked meanwhile.
+//
 // How a worker comes back. Under idle.mu, a worker marked but not yet
-// retired is simply unmarked. A retired one is registered as New's
-// workers start, parked on its node's sleepers' list, counted in
-// Pool.live, and after its last goroutine has ended (alive) a new
-// goroutine binds its thread and sleeps until work wakes it. Resize
-// decides under idle.mu while the pool runs, and the drain is declared
-// only under it after Close: so a worker it brings back is counted live
-// before any worker can end, and ends with the others.
+// retired is simply unmarked. For a retired one Resize first waits until
+// its last goroutine has ended (alive), so that no two goroutines ever
+// hold it; then, under idle.mu and only while the pool still runs, it
+// registers it as New's workers start (parked on its node's sleepers'
+// list, or awake where workers never sleep) and counts it in sched.live,
+// and a new goroutine binds its thread and sleeps until work wakes it.
+// The drain is declared only under idle.mu after Close, so a worker
+// brought back is counted live before any worker can end, and ends with
+// the others.
 //
 // What follows the running workers: Stats (NodeStats.Workers, and each
 // worker's Retired), the search limit, a loop's split of its range over
