@@ -154,10 +154,11 @@
 // where the node's workers take it, none of it lost or run twice; its
 // thread's mask is put back and the thread ends. Resize may be called
 // from any goroutine, a task included; it returns ErrClosed once Close
-// or Shutdown began. After a resize, Stats counts the running workers
-// (NodeStats.Workers, WorkerStats.Retired) and a loop splits its range by
-// the capacity of the workers running at its start (Split). The essay is
-// in resize.go.
+// or Shutdown began. Size and Stats (NodeStats.Workers,
+// WorkerStats.Retired) count a retiring worker as running until it
+// reaches its task boundary. A loop splits its range by the capacity of
+// the workers running at its start (Split). The protocol is argued in
+// the source, resize.go.
 //
 // # Costs
 //

@@ -187,9 +187,12 @@ func WithWorkers(n int) Option {
 }
 
 // WithMaxWorkers places m workers, of which New starts WithWorkers'
-// count (default: as WithWorkers says, at most m); Resize starts the
-// others when the pool grows (see Resizing). The pool claims the CPUs of
-// all m, and the thread limits New checks count all m.
+// count (without WithWorkers, the default count, at most m): with
+// WithMaxWorkers(8) and WithWorkers(2) the pool can grow from 2 workers
+// to 8. Resize starts the others (see Resizing). The m workers are
+// spread over the nodes and CPUs as WithWorkers(m) would spread them
+// (more than the CPUs share them, as Explain says); the pool claims their
+// CPUs, and the thread limits New checks count all m.
 func WithMaxWorkers(m int) Option {
 	return optionFunc(func(c *config) error {
 		if m < 1 {

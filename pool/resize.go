@@ -73,13 +73,18 @@ import (
 var errResize = errors.New("pool: Resize")
 
 // Resize keeps n of the pool's workers running and retires the rest, or
-// brings retired workers back, while the pool runs. n must be at least
-// the number of nodes (each node keeps a worker for its strict work) and
-// at most Workers(). Workers brought back are bound and parked when it
-// returns; workers retired end at their next task boundary, handing what
-// they had queued to their node. It may be called from a task, including
-// one on a worker it retires. It returns ErrClosed once Close or Shutdown
-// has begun.
+// brings retired workers back, while the pool runs. n may be from the
+// number of nodes (each node keeps a worker for its strict work) to
+// Workers(); outside that range Resize returns an error that names it and
+// changes nothing. n is spread over the nodes in proportion to their
+// workers, a remainder going to the first nodes, and inside a node the
+// lowest IDs run (IDs are numbered node by node). Workers brought back
+// are bound and parked when it returns. Workers retired end at their next
+// task boundary, after the task they are running, handing what they had
+// queued to their node; until then they count as running (Size, Stats),
+// and their queued tasks are not in Stats' Queued. It may be called from
+// a task, including one on a worker it retires. It returns ErrClosed once
+// Close or Shutdown has begun.
 func (p *Pool) Resize(n int) error {
 	mustPool(p, "Resize")
 	return p.resize(n)
@@ -87,10 +92,16 @@ func (p *Pool) Resize(n int) error {
 
 // Size returns how many workers run: Workers() until a Resize. After a
 // shrink it falls as the retiring workers reach their task boundaries;
-// after a grow it is the new size when Resize returns.
+// after a grow it is the new size when Resize returns. Once the pool has
+// ended (Close returned) it is 0.
 func (p *Pool) Size() int {
 	mustPool(p, "Size")
-	return int(p.idle.n.Load())
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return int(p.idle.n.Load())
+	}
 }
 
 func (p *sched) resize(n int) error {

@@ -83,6 +83,9 @@ func TestResizeRange(t *testing.T) {
 	if err := p.Resize(2); !errors.Is(err, ErrClosed) {
 		t.Errorf("Resize after Close = %v, want ErrClosed", err)
 	}
+	if n := p.Size(); n != 0 {
+		t.Errorf("Size after Close = %d, want 0", n)
+	}
 }
 
 // retiredIDs waits until the pool's retired workers are want (by ID) and

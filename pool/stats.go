@@ -170,8 +170,10 @@ type WorkerStats struct {
 	// and the task's function; zero elsewhere.
 	BlockedFor time.Duration `json:"blocked_for_ns,omitempty"`
 	BlockedIn  string        `json:"blocked_in,omitempty"`
-	// Retired: a Resize retired the worker; it runs no thread until a
-	// Resize brings it back (its counters stay).
+	// Retired: the worker has retired (Resize, or WithMaxWorkers at New):
+	// it runs no thread until a Resize brings it back, and its counters
+	// stay. A worker a Resize retires counts as running until it reaches
+	// its next task boundary.
 	Retired bool `json:"retired,omitempty"`
 	Counters
 }
