@@ -74,10 +74,14 @@ func explainCmd(args []string, stdout io.Writer) error {
 		return usageError{err.Error()}
 	}
 	started := time.Since(t0)
+	count := fmt.Sprintf("%d workers", p.Size())
+	if p.Size() == 1 {
+		count = "1 worker"
+	}
 	fmt.Fprint(stdout, p.Explain())
 	t1 := time.Now()
 	err = p.Close()
-	fmt.Fprintf(stdout, "start-up: New took %v to start %d workers (each bound and asleep); Close took %v\n",
-		started.Round(time.Microsecond), p.Workers(), time.Since(t1).Round(time.Microsecond))
+	fmt.Fprintf(stdout, "start-up: New took %v to start %s (each bound and asleep); Close took %v\n",
+		started.Round(time.Microsecond), count, time.Since(t1).Round(time.Microsecond))
 	return err
 }
