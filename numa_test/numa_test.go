@@ -725,32 +725,41 @@ func TestSparesRunOnTheirNode(t *testing.T) {
 				}
 			}
 			blocked.Wait()
-			var wrong, samples atomic.Int64
-			var wg sync.WaitGroup
-			for i := range 200 {
-				wg.Add(1)
-				node := p.Nodes()[i%len(p.Nodes())]
-				_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
-					defer wg.Done()
-					cpu, _, err := pin.CurrentCPU()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					c, _ := topo.CPU(cpu)
-					samples.Add(1)
-					if c.Node != node {
-						wrong.Add(1)
-					}
-				})
-			}
-			wg.Wait()
+			wrong, samples := strictOffNode(t, p, topo, 200)
 			close(release)
-			if st := p.Stats(); st.Total.Blocks == 0 || wrong.Load() > 0 {
-				t.Errorf("%d of %d tasks run on spares (%d blocks) ran off their node", wrong.Load(), samples.Load(), st.Total.Blocks)
+			if st := p.Stats(); st.Total.Blocks == 0 || wrong > 0 {
+				t.Errorf("%d of %d tasks run on spares (%d blocks) ran off their node", wrong, samples, st.Total.Blocks)
 			}
 		})
 	}
+}
+
+// strictOffNode submits n strict tasks to p's nodes in turn, each reading
+// the CPU it runs on, and returns how many ran off their node, of those
+// that read their CPU.
+func strictOffNode(t *testing.T, p *pool.Pool, topo *topology.Topology, n int) (wrong, samples int64) {
+	t.Helper()
+	var off, read atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		node := p.Nodes()[i%len(p.Nodes())]
+		_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
+			defer wg.Done()
+			cpu, _, err := pin.CurrentCPU()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c, _ := topo.CPU(cpu)
+			read.Add(1)
+			if c.Node != node {
+				off.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return off.Load(), read.Load()
 }
 
 func nodeIndex(p *pool.Pool, node int) int {
@@ -790,28 +799,8 @@ func TestResizedWorkersRunOnTheirNode(t *testing.T) {
 						t.Errorf("round %d: worker %d of node %d bound to %q (%v), outside the node's CPUs %s", round, ws.Worker, ws.Node, ws.Bound, err, node.CPUs)
 					}
 				}
-				var wrong, samples atomic.Int64
-				var wg sync.WaitGroup
-				for i := range 400 {
-					wg.Add(1)
-					node := p.Nodes()[i%len(p.Nodes())]
-					_ = p.Node(node).Strict().Submit(context.Background(), func(w *pool.Worker) {
-						defer wg.Done()
-						cpu, _, err := pin.CurrentCPU()
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						c, _ := topo.CPU(cpu)
-						samples.Add(1)
-						if c.Node != node {
-							wrong.Add(1)
-						}
-					})
-				}
-				wg.Wait()
-				if wrong.Load() > 0 {
-					t.Errorf("round %d (size %d): %d of %d strict tasks ran off their node", round, size, wrong.Load(), samples.Load())
+				if wrong, samples := strictOffNode(t, p, topo, 400); wrong > 0 {
+					t.Errorf("round %d (size %d): %d of %d strict tasks ran off their node", round, size, wrong, samples)
 				}
 			}
 		})

@@ -166,20 +166,31 @@ func TestResizeRetiresAndBringsBack(t *testing.T) {
 			t.Errorf("retired worker %d ran %d tasks", id, n)
 		}
 	}
-	// A grow back: every worker takes work again.
-	if err := p.Resize(8); err != nil {
+	growAll(t, p, "growing back") // every worker takes work again
+}
+
+// growAll resizes p to all its workers and checks that none is left
+// retired and that every one runs work.
+func growAll(t *testing.T, p *Pool, what string) {
+	t.Helper()
+	if err := p.Resize(p.Workers()); err != nil {
 		t.Fatal(err)
 	}
 	if !retiredIDs(p, nil) {
-		t.Fatalf("after Resize(8): stats %+v, want none retired", p.Stats().Workers)
+		t.Fatalf("after %s: stats %+v, want none retired", what, p.Stats().Workers)
 	}
-	for i := range on {
-		on[i].Store(0)
+	if runs, ok := everyWorkerRuns(t, p); !ok {
+		t.Errorf("after %s, the workers' runs: %v", what, runs)
 	}
-	ran := 0
+}
+
+// everyWorkerRuns runs loops of spinning blocks on p, whose node blocks go
+// to every node's pinned shard, until each worker has run some, and
+// reports the runs per worker and whether every one ran.
+func everyWorkerRuns(t *testing.T, p *Pool) ([]int64, bool) {
+	t.Helper()
+	on := make([]atomic.Int64, p.Workers())
 	ok := eventually(hangBound, func() bool {
-		// Blocks of spinning work on every node's pinned shard, until each
-		// worker ran some.
 		if err := p.ParallelFor(context.Background(), 64, 1, func(w *Worker, lo, hi int) error {
 			on[w.ID()].Add(1)
 			spinFor(200 * time.Microsecond)
@@ -187,7 +198,6 @@ func TestResizeRetiresAndBringsBack(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		ran++
 		for i := range on {
 			if on[i].Load() == 0 {
 				return false
@@ -195,9 +205,11 @@ func TestResizeRetiresAndBringsBack(t *testing.T) {
 		}
 		return true
 	})
-	if !ok {
-		t.Errorf("after growing back, workers' runs over %d loops: %v", ran, &on)
+	runs := make([]int64, len(on))
+	for i := range on {
+		runs[i] = on[i].Load()
 	}
+	return runs, ok
 }
 
 // TestResizeMaxWorkers: WithMaxWorkers places more workers than New
@@ -211,31 +223,7 @@ func TestResizeMaxWorkers(t *testing.T) {
 	if !retiredIDs(p, []int{1, 2, 3, 5, 6, 7}) {
 		t.Fatalf("at New: %+v, want workers 0 and 4 running", p.Stats().Workers)
 	}
-	if err := p.Resize(8); err != nil {
-		t.Fatal(err)
-	}
-	if !retiredIDs(p, nil) {
-		t.Fatalf("after Resize(8): %+v", p.Stats().Workers)
-	}
-	var on [8]atomic.Int64
-	ok := eventually(hangBound, func() bool {
-		if err := p.ParallelFor(context.Background(), 64, 1, func(w *Worker, lo, hi int) error {
-			on[w.ID()].Add(1)
-			spinFor(200 * time.Microsecond)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range on {
-			if on[i].Load() == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	if !ok {
-		t.Errorf("after growing past New's workers, the workers' runs: %v", &on)
-	}
+	growAll(t, p, "growing past New's workers")
 	for _, bad := range [][]Option{{WithWorkers(8), WithMaxWorkers(4)}, {WithMaxWorkers(0)}} {
 		if _, err := newPool(append(bad, WithSpec("2x2"), WithoutEnv()), nil); err == nil || !strings.Contains(err.Error(), "WithMaxWorkers") {
 			t.Errorf("New with %d options: %v, want an error naming WithMaxWorkers", len(bad), err)
