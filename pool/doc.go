@@ -77,6 +77,7 @@
 //
 // The environment, in OpenMP's vocabulary, gives defaults that options
 // override (WithoutEnv ignores it): NUMAPOOL_NUM_WORKERS (a count),
+// NUMAPOOL_MAX_WORKERS (a count: the workers placed, for Resize),
 // NUMAPOOL_PLACES (threads, cores, ll_caches, numa_domains or none,
 // optionally with a CPU kind: cores:performance), NUMAPOOL_STEAL (hierarchical or flat), NUMAPOOL_TOPOLOGY (a synthetic
 // spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),

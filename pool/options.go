@@ -27,41 +27,43 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	workers      int // 0: default
-	workersSet   bool
-	maxWorkers   int // 0: as many as start (WithMaxWorkers)
-	binding      pin.Binding
-	bindingSet   bool
-	kind         string // WithCPUKind: "performance" or "efficiency"; "": every kind
-	kindSet      bool
-	kindEnv      string // NUMAPOOL_PLACES, when kind came from it
-	mode         steal.Mode
-	modeSet      bool
-	spec         string
-	topo         *topology.Topology
-	nodes        []int // restrict to these OS node IDs; nil: all
-	nodesSet     bool
-	required     bool // WithRequiredPlacement
-	panicHandler func(value any, stack []byte)
-	shardBound   int
-	interval     int  // fairness interval; 0: self-tuned
-	crossLoops   bool // WithCrossNodeLoops
-	noEnv        bool
-	envWarnings  []string      // unknown NUMAPOOL_* variables (settings.Unknown)
-	display      bool          // NUMAPOOL_DISPLAY_AFFINITY
-	specEnv      bool          // spec came from NUMAPOOL_TOPOLOGY
-	nodesEnv     string        // NUMAPOOL_NODES, when nodes came from it
-	workersEnv   string        // NUMAPOOL_NUM_WORKERS, when workers came from it
-	blockTime    time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
-	blockTimeSet bool
-	watch        time.Duration        // the machine monitor's interval; 0: off (internal/place/monitor.go)
-	watchSet     bool                 // watch came from WithMachineWatch
-	machine      func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
-	spares       int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
-	sparesSet    bool
-	noStuckWarn  bool          // WithStuckWarning(false)
-	stuckAfter   time.Duration // tests: a shorter stuckAfter
-	stuckOut     io.Writer     // tests: where the warning goes instead of stderr
+	workers       int // 0: default
+	workersSet    bool
+	maxWorkers    int    // 0: as many as start (WithMaxWorkers)
+	maxWorkersEnv string // NUMAPOOL_MAX_WORKERS, when maxWorkers came from it
+	maxWorkersSet bool
+	binding       pin.Binding
+	bindingSet    bool
+	kind          string // WithCPUKind: "performance" or "efficiency"; "": every kind
+	kindSet       bool
+	kindEnv       string // NUMAPOOL_PLACES, when kind came from it
+	mode          steal.Mode
+	modeSet       bool
+	spec          string
+	topo          *topology.Topology
+	nodes         []int // restrict to these OS node IDs; nil: all
+	nodesSet      bool
+	required      bool // WithRequiredPlacement
+	panicHandler  func(value any, stack []byte)
+	shardBound    int
+	interval      int  // fairness interval; 0: self-tuned
+	crossLoops    bool // WithCrossNodeLoops
+	noEnv         bool
+	envWarnings   []string      // unknown NUMAPOOL_* variables (settings.Unknown)
+	display       bool          // NUMAPOOL_DISPLAY_AFFINITY
+	specEnv       bool          // spec came from NUMAPOOL_TOPOLOGY
+	nodesEnv      string        // NUMAPOOL_NODES, when nodes came from it
+	workersEnv    string        // NUMAPOOL_NUM_WORKERS, when workers came from it
+	blockTime     time.Duration // how long an idle searcher looks before it sleeps; < 0: never sleeps
+	blockTimeSet  bool
+	watch         time.Duration        // the machine monitor's interval; 0: off (internal/place/monitor.go)
+	watchSet      bool                 // watch came from WithMachineWatch
+	machine       func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
+	spares        int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
+	sparesSet     bool
+	noStuckWarn   bool          // WithStuckWarning(false)
+	stuckAfter    time.Duration // tests: a shorter stuckAfter
+	stuckOut      io.Writer     // tests: where the warning goes instead of stderr
 }
 
 // stuckWarning reports whether a stuck pool writes its warning (stuck.go).
@@ -198,7 +200,7 @@ func WithMaxWorkers(m int) Option {
 		if m < 1 {
 			return fmt.Errorf("pool: WithMaxWorkers(%d): need at least one worker", m)
 		}
-		c.maxWorkers = m
+		c.maxWorkers, c.maxWorkersSet = m, true
 		return nil
 	})
 }
@@ -329,6 +331,7 @@ func WithoutEnv() Option {
 // explicit options override (the package doc lists them).
 const (
 	envNumWorkers = "NUMAPOOL_NUM_WORKERS" // a positive count
+	envMaxWorkers = "NUMAPOOL_MAX_WORKERS" // a positive count: the workers placed (WithMaxWorkers)
 	envPlaces     = "NUMAPOOL_PLACES"      // threads, cores, ll_caches, numa_domains or none (placesWanted)
 	envSteal      = "NUMAPOOL_STEAL"       // hierarchical or flat
 	envTopology   = "NUMAPOOL_TOPOLOGY"    // a synthetic spec: 2x4, 2x4x2, 0-1;2-3
@@ -358,6 +361,13 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 			return fmt.Errorf("pool: %s=%q: want a positive number of workers", envNumWorkers, v)
 		}
 		c.workers, c.workersEnv = n, v
+	}
+	if v, ok := get(envMaxWorkers); ok && !c.maxWorkersSet {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("pool: %s=%q: want a positive number of workers", envMaxWorkers, v)
+		}
+		c.maxWorkers, c.maxWorkersEnv = n, v
 	}
 	if v, ok := get(envPlaces); ok {
 		if err := c.placesEnv(v); err != nil {
@@ -495,6 +505,10 @@ func (c config) planRequest(cpus topology.CPUSet, monitorThread bool) place.Requ
 	if c.workersEnv != "" {
 		r.WorkersFrom = fmt.Sprintf("%s=%s: ", envNumWorkers, c.workersEnv)
 	}
+	r.MaxFrom = fmt.Sprintf("WithMaxWorkers(%d)", c.maxWorkers)
+	if c.maxWorkersEnv != "" {
+		r.MaxFrom = fmt.Sprintf("%s=%s", envMaxWorkers, c.maxWorkersEnv)
+	}
 	return r
 }
 
@@ -507,7 +521,7 @@ func (c config) planRequest(cpus topology.CPUSet, monitorThread bool) place.Requ
 const envDisplayAffinity = "NUMAPOOL_DISPLAY_AFFINITY"
 
 // settingNames are the NUMAPOOL_* variables the pool reads.
-var settingNames = []string{envNumWorkers, envPlaces, envSteal, envTopology, envNodes,
+var settingNames = []string{envNumWorkers, envMaxWorkers, envPlaces, envSteal, envTopology, envNodes,
 	envWaitPolicy, envBlockTime, envSpares, envDisplayAffinity, envMachineWatch}
 
 // envMachineWatch is the machine monitor's interval (WithMachineWatch):

@@ -168,6 +168,32 @@ func TestEnvironmentDefaults(t *testing.T) {
 	}
 }
 
+// NUMAPOOL_MAX_WORKERS places more workers than start, as WithMaxWorkers
+// does, which overrides it; a refusal names the variable.
+func TestMaxWorkersSetting(t *testing.T) {
+	p, err := newPool(nil, env(map[string]string{envTopology: "2x2", envNumWorkers: "2", envMaxWorkers: "8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Workers() != 8 || p.Size() != 2 {
+		t.Errorf("%s=8, %s=2: Workers %d, Size %d", envMaxWorkers, envNumWorkers, p.Workers(), p.Size())
+	}
+	_ = p.Close()
+	p, err = newPool([]Option{WithMaxWorkers(6)}, env(map[string]string{envTopology: "2x2", envNumWorkers: "2", envMaxWorkers: "8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Workers() != 6 {
+		t.Errorf("WithMaxWorkers(6) over %s=8: Workers %d", envMaxWorkers, p.Workers())
+	}
+	_ = p.Close()
+	for v, want := range map[string]string{"0": `NUMAPOOL_MAX_WORKERS="0"`, "x": `NUMAPOOL_MAX_WORKERS="x"`, "1": "above NUMAPOOL_MAX_WORKERS=1"} {
+		if _, err := newPool(nil, env(map[string]string{envTopology: "2x2", envNumWorkers: "2", envMaxWorkers: v})); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=%s: %v, want an error with %q", envMaxWorkers, v, err, want)
+		}
+	}
+}
+
 // Values are case-insensitive, as OpenMP's are.
 func TestSettingsAreCaseInsensitive(t *testing.T) {
 	c, err := newConfig(nil, env(map[string]string{

@@ -61,6 +61,7 @@ type Request struct {
 	MonitorThread bool
 
 	SpecFrom, NodesFrom, KindFrom, WorkersFrom string
+	MaxFrom                                    string // names Max's source: "WithMaxWorkers(4)", "NUMAPOOL_MAX_WORKERS=4"
 }
 
 // NewPlan picks the topology, the nodes and the CPU of each worker, and
@@ -133,7 +134,7 @@ func NewPlan(r Request) (*Plan, error) {
 	p.Start = workers
 	if r.Max > 0 {
 		if r.Max < workers {
-			return nil, fmt.Errorf("pool: %s%s to start, above WithMaxWorkers(%d)", r.WorkersFrom, plural(workers, "worker"), r.Max)
+			return nil, fmt.Errorf("pool: %s%s to start, above %s", r.WorkersFrom, plural(workers, "worker"), r.MaxFrom)
 		}
 		workers = r.Max // all are placed, and count against the thread limits: any may run
 	}
