@@ -458,13 +458,15 @@ func (il *idle) retireParkedLocked(w *Worker) bool {
 	return false
 }
 
-// retireParked is retireParkedLocked under mu, for a worker marked to
-// retire (w.retire) that another holds parked: a caller that gives its
-// seat back (join.go).
+// retireParked retires w, marked to retire (w.retire) and registered
+// parked with no task on its stack, under mu, and reports whether it is
+// retired (a Resize may have retired it already): for its own thread
+// before it sleeps (park.go) and for a caller that gives its seat back
+// (join.go).
 func (il *idle) retireParked(w *Worker) bool {
 	il.mu.Lock()
 	defer il.mu.Unlock()
-	return w.retire.Load() && il.retireParkedLocked(w)
+	return il.retired[w.id] || w.retire.Load() && il.retireParkedLocked(w)
 }
 
 // retireAtStart registers w, which New does not start, as retired

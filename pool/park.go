@@ -106,10 +106,7 @@ func (w *Worker) retireParked() bool {
 	if w.relay.onSpr || w.relay.busy.Load() != 0 {
 		return false
 	}
-	il := &w.pool.idle
-	il.mu.Lock()
-	ok := il.retired[w.id] || w.retire.Load() && il.retireParkedLocked(w)
-	il.mu.Unlock()
+	ok := w.pool.idle.retireParked(w)
 	if ok {
 		w.leaving.Store(true)
 	}

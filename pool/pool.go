@@ -328,6 +328,47 @@ func weightedOrder(domains []*domain) []int {
 	return order
 }
 
+// shares apportions n workers over the domains in proportion to their
+// workers: at least one each, at most all of a domain's, the remainders
+// to the largest fractions (ties to the first domain). n is at least
+// len(domains) and at most their workers.
+func shares(n int, domains []*domain) []int {
+	total := 0
+	for _, d := range domains {
+		total += len(d.workers)
+	}
+	out := make([]int, len(domains))
+	frac := make([]int, len(domains))
+	given := 0
+	for i, d := range domains {
+		out[i] = max(1, n*len(d.workers)/total)
+		frac[i] = n * len(d.workers) % total
+		given += out[i]
+	}
+	for given < n { // the largest remainders first
+		best := -1
+		for i, d := range domains {
+			if out[i] < len(d.workers) && (best < 0 || frac[i] > frac[best]) {
+				best = i
+			}
+		}
+		out[best]++
+		frac[best] = -1
+		given++
+	}
+	for given > n { // the minimum of one gave too many: take from the largest
+		best := 0
+		for i := range domains {
+			if out[i] > out[best] {
+				best = i
+			}
+		}
+		out[best]--
+		given--
+	}
+	return out
+}
+
 // Workers returns the number of workers New placed: worker IDs run from
 // 0 to Workers()-1. Size says how many of them run (Resize,
 // WithMaxWorkers).
