@@ -26,6 +26,7 @@ func TestBlockedTasksLetLaterTasksRun(t *testing.T) {
 	for _, spec := range []string{"1x1", "1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
 			p := newTestPool(t, WithSpec(spec))
+			defer p.Close()
 			n := p.Workers()
 			release := make(chan struct{})
 			var blocked sync.WaitGroup
@@ -62,6 +63,7 @@ func TestBlockedTasksLetLaterTasksRun(t *testing.T) {
 // Block completes, on a pool of one worker.
 func TestBlockWaitingForSubmittedWork(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"))
+	defer p.Close()
 	within(t, hangBound, "the waiting task", func() {
 		_, err := Run(p, func(w *Worker) (int, error) {
 			var wg sync.WaitGroup
@@ -84,6 +86,7 @@ func TestBlockWaitingForSubmittedWork(t *testing.T) {
 // block must return first) deadlocks here.
 func TestBlockedTasksReturnInAnyOrder(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"))
+	defer p.Close()
 	within(t, 2*hangBound, "the ping-pong", func() {
 		for range 300 {
 			ch, ack := make(chan int), make(chan int)
@@ -117,6 +120,7 @@ func mustSubmit(t testing.TB, p *Pool, fn func(*Worker)) {
 // it; WithSpares(0) starts none.
 func TestBlockPastTheCap(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"), WithSpares(0))
+	defer p.Close()
 	ran := false
 	if _, err := Run(p, func(w *Worker) (int, error) {
 		w.Block(func() { ran = true })
@@ -142,6 +146,7 @@ func TestBlockPastTheCap(t *testing.T) {
 // ends the worker's goroutine, which is replaced, and the pool goes on.
 func TestBlockPanicAndGoexit(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
 	_, err := Run(p.Node(p.Nodes()[0]).Strict(), func(w *Worker) (int, error) {
 		w.Block(func() { panic("in Block") })
 		return 0, nil
@@ -175,6 +180,7 @@ func TestBlockPanicAndGoexit(t *testing.T) {
 // panics with the pool's message, and submitting to the pool works.
 func TestBlockFunctionUsesThePoolNotTheWorker(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
 	var r any
 	done := make(chan struct{})
 	_, err := Run(p.Node(p.Nodes()[0]).Strict(), func(w *Worker) (int, error) {
@@ -424,6 +430,7 @@ func TestShutdownWithBlockedTasks(t *testing.T) {
 // seats, parked once the tasks went on.
 func TestBlockStats(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
 	release := make(chan struct{})
 	var started, done sync.WaitGroup
 	started.Add(2)
@@ -510,6 +517,7 @@ func TestCallerLeavesWithTaskInBlock(t *testing.T) {
 // returned, hands the seat on: the worker's thread wakes to it.
 func TestCallerLeavesWithThreadWaitingForSeat(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x2"))
+	defer p.Close()
 	parkAll(t, p)
 	occupied, occupy := make(chan struct{}), make(chan struct{})
 	defer close(occupy)
@@ -720,6 +728,7 @@ func TestShutdownCountsOwnThreadAtTop(t *testing.T) {
 // runs with no spare and is counted refused, below the node's cap.
 func TestSparesWithinTheThreadRoom(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x1"))
+	defer p.Close()
 	p.threadsLeft = 1
 	release := make(chan struct{})
 	var started, done sync.WaitGroup

@@ -104,6 +104,7 @@ func TestStuckWatchLeavesComputeAndBlockAlone(t *testing.T) {
 	}
 	var out syncBuffer
 	p := newTestPool(t, WithSpec("1x1"), stuckSoon(50*time.Millisecond, &out), WithStuckWarning(false))
+	defer p.Close()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	mustSubmit(t, p, func(*Worker) { defer wg.Done(); spinFor(400 * time.Millisecond) })
