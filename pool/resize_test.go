@@ -365,12 +365,7 @@ func TestResizeCountedStream(t *testing.T) {
 	// Plain and strict submitters.
 	for k := range 2 {
 		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !isDone(stop) {
 				if k == 0 && !submit(p, -1) {
 					return
 				}
@@ -383,12 +378,7 @@ func TestResizeCountedStream(t *testing.T) {
 	// Tasks that spawn and join, groups, and loops whose indexes are each
 	// counted once per loop.
 	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !isDone(stop) {
 			a, b, c := l.id(), l.id(), l.id()
 			if a < 0 || b < 0 || c < 0 {
 				return
@@ -683,12 +673,7 @@ func TestResizeCloseLeavesNothing(t *testing.T) {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !isDone(stop); i++ {
 				err := p.Submit(ctx, func(w *Worker) {
 					switch i % 4 {
 					case 0:
@@ -768,12 +753,7 @@ func TestResizeShutdownGivesUp(t *testing.T) {
 			}
 		})
 		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !isDone(stop); i++ {
 				a := l.id()
 				if a < 0 {
 					return

@@ -469,9 +469,7 @@ func TestCallerLeavesWithTaskInBlock(t *testing.T) {
 	parkAll(t, p)
 	// The other worker is busy (an unmarked wait), so the spawned task
 	// stays on the caller's seat.
-	occupied, occupy := make(chan struct{}), make(chan struct{})
-	mustSubmit(t, p, func(*Worker) { close(occupied); <-occupy })
-	<-occupied
+	free := occupyWorker(t, p)
 	xBlocked, leave, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var after, y atomic.Int64
 	joined := false
@@ -491,7 +489,7 @@ func TestCallerLeavesWithTaskInBlock(t *testing.T) {
 		ran <- err
 	}()
 	waitClosed(t, xBlocked, hangBound, "the spawned task's Block")
-	close(occupy) // the other worker parks
+	free() // the other worker parks
 	time.Sleep(20 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
@@ -519,10 +517,7 @@ func TestCallerLeavesWithThreadWaitingForSeat(t *testing.T) {
 	p := newTestPool(t, WithSpec("1x2"))
 	defer p.Close()
 	parkAll(t, p)
-	occupied, occupy := make(chan struct{}), make(chan struct{})
-	defer close(occupy)
-	mustSubmit(t, p, func(*Worker) { close(occupied); <-occupy })
-	<-occupied
+	defer occupyWorker(t, p)()
 	xBlocked, xRelease := make(chan struct{}), make(chan struct{})
 	done := make(chan struct{})
 	joined := false
@@ -751,4 +746,14 @@ func TestSparesWithinTheThreadRoom(t *testing.T) {
 	if !ran || c.Blocks != 1 || c.SparesStarted != 1 || c.SparesRefused != 1 {
 		t.Errorf("blocks %d, spares started %d, refused %d; want 1, 1, 1", c.Blocks, c.SparesStarted, c.SparesRefused)
 	}
+}
+
+// occupyWorker keeps one of p's workers in a task, an unmarked wait,
+// until the returned function is called.
+func occupyWorker(t *testing.T, p *Pool) (free func()) {
+	t.Helper()
+	occupied, occupy := make(chan struct{}), make(chan struct{})
+	mustSubmit(t, p, func(*Worker) { close(occupied); <-occupy })
+	<-occupied
+	return func() { close(occupy) }
 }
