@@ -89,15 +89,14 @@ func (p *sched) noteDegraded(err error) {
 // retiredIDs lists the retired workers' IDs, as Explain shows them:
 // "2-3,6-7"; "" when none is.
 func (p *sched) retiredIDs() string {
-	p.idle.mu.Lock()
-	defer p.idle.mu.Unlock()
+	retired := p.idle.retiredNow()
 	var b strings.Builder
-	for id := 0; id < len(p.idle.retired); id++ {
-		if !p.idle.retired[id] {
+	for id := 0; id < len(retired); id++ {
+		if !retired[id] {
 			continue
 		}
 		last := id
-		for last+1 < len(p.idle.retired) && p.idle.retired[last+1] {
+		for last+1 < len(retired) && retired[last+1] {
 			last++
 		}
 		if b.Len() > 0 {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -509,6 +510,14 @@ func (il *idle) restoreLocked(w *Worker) {
 	d := w.domain.index
 	il.sleepers[d] = append(il.sleepers[d], w)
 	w.domain.sleeping.Add(1)
+}
+
+// retiredNow returns which workers are retired, by ID, as of one look
+// under mu (Stats, Explain).
+func (il *idle) retiredNow() []bool {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	return slices.Clone(il.retired)
 }
 
 // isRetired reports whether w is retired.

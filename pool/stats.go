@@ -239,13 +239,14 @@ type Stats struct {
 // SparesParked are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
+	retired := p.idle.retiredNow()
 	for _, d := range p.domains {
 		size := int(d.size.Load())
 		ns := NodeStats{Node: d.node.ID, Workers: size, Tasks: Tasks{Queued: d.queued()}}
 		for _, w := range d.workers {
 			c := w.snapshot()
 			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Kind: place.KindName(p.topo, w.cpu), Counters: c,
-				Retired: p.idle.isRetired(w)}
+				Retired: retired[w.id]}
 			if !ws.Retired {
 				ws.Bound = w.th.Mask().String() // a retired worker has no thread
 			}
