@@ -118,8 +118,9 @@
 //   - A mask someone else set on one worker's thread (taskset -p TID) is
 //     honoured: the pool sets no other on that thread and reports it,
 //     until the process's CPUs leave it none. A look reads the masks of
-//     up to 256 threads, so a pool of more workers sees such a mask
-//     within workers/256 looks. A thread's mask widened to
+//     up to 64 threads, in turn (each read is a system call, and they
+//     would be most of an idle pool's cost), so a pool of more workers
+//     sees such a mask within workers/64 looks. A thread's mask widened to
 //     every CPU of the process is not: that is what the kernel does to a
 //     thread whose CPUs all went offline, also when they came back before
 //     the pool looked, and the worker is bound again.

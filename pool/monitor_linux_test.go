@@ -316,3 +316,36 @@ func TestCgroupCpusetShrinksAndGrows(t *testing.T) {
 	}
 	s.finish(t, p)
 }
+
+// TestMasksReadInTurn narrows, from outside, the thread of the last
+// worker of a pool with more workers than one look reads masks of: the
+// looks take the threads in turn, so it is honoured within a few looks.
+func TestMasksReadInTurn(t *testing.T) {
+	all, a, b := twoCPUs(t)
+	t.Cleanup(func() { setEveryThread(t, all) })
+	const workers = 200
+	p, err := newPool([]Option{WithSpec(fmt.Sprintf("1x%d", workers))}, env(map[string]string{envMachineWatch: hostWatch.String()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := p.workers[workers-1]
+	var tid int
+	if !eventually(hangBound, func() bool { tid = w.th.TID(); return tid > 0 }) {
+		t.Fatalf("worker %d has no thread", w.id)
+	}
+	other := topology.NewCPUSet(a)
+	if w.th.Bound().Equal(other) {
+		other = topology.NewCPUSet(b)
+	}
+	if err := setThreadMask(tid, other); err != nil {
+		t.Fatal(err)
+	}
+	// Each thread is read within workers/64+1 looks; a margin of as many
+	// again for the load of a shared machine.
+	bound := watchBound + 2*(workers/64+1)*hostWatch
+	want := fmt.Sprintf("worker %d: its thread %d was set to CPUs %s from outside", w.id, tid, other)
+	if !eventually(bound, func() bool { return strings.Contains(p.Explain(), want) }) {
+		t.Errorf("after %s, Explain does not report %q:\n%s", bound, want, p.Explain())
+	}
+}

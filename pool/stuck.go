@@ -46,6 +46,7 @@ const stuckAfter = 5 * time.Second
 type stuckWatch struct {
 	mark   []uint64    // per worker: its published progress at the last look
 	since  []time.Time // per worker: when that progress last moved, or it was idle
+	calm   []time.Time // per node: its last look that found it not stalled
 	warned bool
 	report atomic.Pointer[stuckReport]
 }
@@ -69,6 +70,7 @@ func (p *sched) lookStuck(now time.Time) {
 	if sw.mark == nil {
 		sw.mark = make([]uint64, len(p.workers))
 		sw.since = make([]time.Time, len(p.workers))
+		sw.calm = make([]time.Time, len(p.domains))
 	}
 	rep := &stuckReport{nodes: make([][]stuckWorker, len(p.domains))}
 	found := false
@@ -78,6 +80,13 @@ func (p *sched) lookStuck(now time.Time) {
 		// A Close that waits for a stuck node is the case that most needs
 		// saying: closing counts.
 		stalled := (st == running || st == closing) && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork()
+		if !stalled {
+			// The wait starts over for each of its workers. Said once for
+			// the node, not per worker: an idle pool of thousands of
+			// workers looks without touching them.
+			sw.calm[di] = now
+			continue
+		}
 		var ws []stuckWorker
 		running := 0
 		for _, w := range d.workers {
@@ -85,6 +94,9 @@ func (p *sched) lookStuck(now time.Time) {
 				continue // retired (resize.go): no thread to be stuck
 			}
 			running++
+			if sw.since[w.id].Before(sw.calm[di]) {
+				sw.since[w.id] = sw.calm[di]
+			}
 			if !stalled {
 				sw.since[w.id] = now // the mark is read again before it counts
 				continue

@@ -218,7 +218,7 @@ func (p *Placer) replan(st *Machine, mask bool) string {
 // otherwise cost its idle process milliseconds every second. A larger
 // pool's threads are read in turn, each within len(threads)/masksPerLook
 // looks.
-const masksPerLook = 256
+const masksPerLook = 64
 
 // checkMasks reads bound workers' thread masks, up to masksPerLook from
 // where the last look stopped, and honours one that someone else set
@@ -244,8 +244,12 @@ func (p *Placer) checkMasks(st *Machine) {
 				expect = t.set
 			}
 			mask, err := topology.ThreadAffinity(tid)
+			if err != nil || mask.Equal(expect) {
+				t.unlockMask()
+				continue // as the pool set it: the usual case, and all a look does
+			}
 			to, why := p.placeWithin(t, st.CPUs)
-			if err == nil && !mask.Equal(expect) && !mask.Equal(to) && expect.IsSubsetOf(mask) && mask.Equal(st.CPUs) {
+			if !mask.Equal(to) && expect.IsSubsetOf(mask) && mask.Equal(st.CPUs) {
 				// Widened to every CPU of the process: what the kernel
 				// does to a thread whose CPUs all went offline, even if
 				// they were back before this look saw them go. Nobody
@@ -255,12 +259,12 @@ func (p *Placer) checkMasks(st *Machine) {
 					t.now.Store(&Placed{CPUs: to, Why: why})
 					t.setNodeCPUs(to)
 				}
-			} else if err == nil && !mask.Equal(expect) && mask.Equal(to) {
+			} else if mask.Equal(to) {
 				// Set back to where the pool would put it: nothing to honour.
 				t.outside, t.set = topology.CPUSet{}, mask
 				t.now.Store(&Placed{CPUs: to, Why: why})
 				t.setNodeCPUs(to)
-			} else if err == nil && !mask.Equal(expect) {
+			} else {
 				t.outside, t.set, t.seenAt = mask, mask, p.looks
 				why := fmt.Sprintf("its thread %d was set to CPUs %s from outside (the pool had set %s): honoured", tid, mask, expect)
 				t.now.Store(&Placed{CPUs: mask, Why: why, Outside: true})
