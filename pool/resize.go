@@ -65,6 +65,16 @@ import (
 // robin each node gets (by its workers at New; the apportioning above
 // keeps the running ones in about that proportion).
 //
+// GOMAXPROCS. The pool does not resize itself when GOMAXPROCS falls
+// below its running workers (Go lowers it under a container's CPU quota):
+// a locked worker with no processor waits for one, asleep, and takes no
+// CPU time from the others, so a pool that kept only GOMAXPROCS workers
+// ran no faster where it was measured (CHANGELOG.md). Explain says
+// when the workers outnumber GOMAXPROCS; a program that wants the pool to
+// follow calls p.Resize(runtime.GOMAXPROCS(0)).
+// scripts/gomaxprocs-study.sh asks the question again on a machine of
+// many CPUs.
+//
 // Tests: TestResizeCountedStream (every task exactly once through grow
 // and shrink cycles, with loops, joins and strict work), and the tests
 // beside it in resize_test.go.
