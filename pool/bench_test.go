@@ -417,7 +417,8 @@ func benchLatency(b *testing.B, call func()) {
 // after one or more of its ticks) or in a read of a pipe written to 1ms later (the
 // runtime's network poller waits for it); ns/op is per task. marked wraps the wait in
 // Worker.Block, unmarked does not, goroutine starts one goroutine per
-// task.
+// task. unmarked-room is unmarked on a pool with room for workers to
+// stand in for blocked ones (WithMaxWorkers).
 func BenchmarkBlocking(b *testing.B) {
 	const n, compute, blocked = 2000, 10 * time.Microsecond, time.Millisecond
 	for _, kind := range []struct {
@@ -462,6 +463,20 @@ func BenchmarkBlocking(b *testing.B) {
 					spinFor(compute)
 				})
 			})
+		})
+		b.Run(kind.name+"/unmarked-room", func(b *testing.B) {
+			// Room for workers to stand in for blocked ones (standin.go).
+			p := benchPool(b, WithMaxWorkers(32))
+			run(b, func(wg *sync.WaitGroup, i int) {
+				_ = p.Submit(context.Background(), func(*Worker) {
+					defer wg.Done()
+					if i%10 == 9 {
+						kind.block()
+					}
+					spinFor(compute)
+				})
+			})
+			b.ReportMetric(float64(p.Stats().StandInsStarted)/float64(b.N), "stand-ins/op")
 		})
 		b.Run(kind.name+"/goroutine", func(b *testing.B) {
 			run(b, func(wg *sync.WaitGroup, i int) {

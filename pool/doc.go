@@ -83,7 +83,8 @@
 // spec: 2x4, 2x4x2, 0-1;2-3), NUMAPOOL_NODES (node IDs: 0,2 or 0-1),
 // NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
 // 1ms, a number of ms, or infinite), NUMAPOOL_SPARES (spare threads per
-// node for Worker.Block: 0 or a cap) and NUMAPOOL_DISPLAY_AFFINITY (true:
+// node for Worker.Block: 0 or a cap), NUMAPOOL_BLOCK_WATCH (the block
+// watch's interval: 1ms, or 0 for off) and NUMAPOOL_DISPLAY_AFFINITY (true:
 // each new pool prints one line per worker to stderr, with its node,
 // thread ID and the CPUs its thread is bound to). Values are
 // case-insensitive. A NUMAPOOL_* variable the pool does not know is
@@ -306,7 +307,7 @@
 // runs nothing else meanwhile, and is not replaced. A task that submits
 // work and waits for it with a sync.WaitGroup thus waits with its worker
 // idle, and when every worker that could run that work does the same
-// (always, on a pool of one worker) nothing runs it: a deadlock. Two
+// (always, on a pool of one worker) nothing runs it: a deadlock. Three
 // ways out:
 //
 //   - Wait for work you made with what the pool knows about: Group.Wait,
@@ -335,6 +336,29 @@
 //     TestBlockedTasksReturnInAnyOrder, TestBlockCountedUnderLoad,
 //     TestSpareRunsStrictWorkOnTheWorkersCPUs, TestCloseWithBlockedTasks,
 //     TestShutdownWithBlockedTasks.
+//   - Give the pool room: with WithMaxWorkers above the workers that run
+//     (or after a Resize retired some), workers stand in for blocked
+//     ones, as Java's ForkJoinPool adds workers up to its maximum pool
+//     size. The block watch (standin.go) looks every millisecond while
+//     a worker is awake (WithBlockWatch, NUMAPOOL_BLOCK_WATCH; 0 turns it
+//     off) and counts a worker as blocked when its thread has had the CPU
+//     for less than a quarter of each of the last two intervals, inside a
+//     task on its own seat, and sleeps; a task that computes is never
+//     blocked. When a node
+//     has work queued and no worker idle, as many of its retired workers
+//     as it has blocked ones come back (its lowest IDs, as Resize brings
+//     them), each with its own ID, queue and PerWorker cell, so unmarked
+//     tasks keep theirs; they retire, at a task boundary, once fewer are
+//     blocked, or at once when every worker is parked. They count in Size
+//     beyond Resize's n; Stats shows them (StandIns, StandInsStarted, and
+//     StandInsRefused for looks that found no room). The watch costs a
+//     system call per awake worker per look, nothing on a worker's path,
+//     and nothing once every worker is parked or while no node has
+//     room. A caller from outside that joined (Run) holds its seat on its
+//     own thread, which the watch does not read: a wait in its function
+//     is not made up for. Tests: TestStandInsRunWorkQueuedBehindBlockedTasks,
+//     TestComputeGetsNoStandIn, TestBlockWatchRestsInAnIdlePool,
+//     TestStandInsCountedStream.
 //
 // What Block costs and gives: two thread hand-offs (the spare's wake-up,
 // and the task's thread taking its place back), so it pays for a wait
@@ -346,7 +370,8 @@
 // the runtime's sight (a read of a regular file, a cgo call, a raw system
 // call) keeps its processor until the runtime's monitor takes it back,
 // one or more of the monitor's ticks later; meanwhile the spare waits for
-// a processor, as a goroutine would. A blocked task nobody marked is not made up for.
+// a processor, as a goroutine would. A blocked task nobody marked is made
+// up for only where the pool has room (above).
 //
 // A pool that is stuck says so: when every worker of a node has been
 // blocked in a task (its thread asleep, not computing) for 5 s with work

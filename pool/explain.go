@@ -56,6 +56,16 @@ func (p *Pool) Explain() string {
 	if ids := p.retiredIDs(); ids != "" {
 		fmt.Fprintf(&b, "resized: %d of %s run; retired: workers %s (Resize)\n", p.idle.n.Load(), plural(len(p.workers), "worker"), ids)
 	}
+	if p.blocked.every > 0 {
+		var now, started, refused uint64
+		for _, d := range p.domains {
+			now += uint64(p.standInsOf(d).now.Load())
+			started += p.standInsOf(d).started.Load()
+			refused += p.standInsOf(d).refused.Load()
+		}
+		fmt.Fprintf(&b, "block watch: every %s; %d workers stand in for blocked ones now, %d started, %d looks found no room\n",
+			p.blocked.every, now, started, refused)
+	}
 	if rep := p.stuck.report.Load(); rep != nil {
 		fmt.Fprintf(&b, "stuck: %s\n", p.stuckText(rep))
 	}

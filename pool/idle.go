@@ -191,7 +191,11 @@ import (
 // worker asleep. The increment order keeps the invariant while a search
 // starts: a starter counts in dS only once it counts in S.
 type idle struct {
-	p         *sched
+	p *sched
+	// The counters notify reads on every spawn and submission, written at
+	// each wake-up and park: off the lines of the fields before them and
+	// of mu.
+	_         [64]byte
 	searching atomic.Int32 // workers searching
 	unparked  atomic.Int32 // workers not parked
 	// lastParked is the domain of the worker that parked last (written
@@ -201,6 +205,7 @@ type idle struct {
 	// procs is GOMAXPROCS as the machine monitor last read it: searchers
 	// beyond half of it would only wait for a processor (tryStartSearching).
 	procs atomic.Int32
+	_     [64]byte
 
 	mu       sync.Mutex
 	sleepers [][]*Worker // per domain, a stack of parked workers
@@ -364,7 +369,7 @@ func (il *idle) unparkLocked(d int) *Worker {
 	il.searchWake[w.id] = true
 	il.searching.Add(1)
 	w.domain.searching.Add(1)
-	il.unparked.Add(1)
+	il.woke()
 	return w
 }
 
@@ -504,7 +509,7 @@ func (il *idle) restoreLocked(w *Worker) {
 	w.domain.capacity.Add(w.capacity)
 	if !il.p.startsParked() {
 		il.parked[w.id] = false
-		il.unparked.Add(1)
+		il.woke()
 		return
 	}
 	d := w.domain.index
@@ -580,7 +585,7 @@ func (il *idle) takeOff(w *Worker) {
 			break
 		}
 	}
-	il.unparked.Add(1)
+	il.woke()
 }
 
 // wakeAll wakes every worker (Close, Shutdown).

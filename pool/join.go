@@ -181,7 +181,7 @@ func (p *sched) join(d *domain, ctx context.Context) *Worker {
 		d.sleeping.Add(-1)
 		il.unmark(o)
 		il.searchWake[o.id] = false
-		il.unparked.Add(1) // awake and not searching, as a worker running a task
+		il.woke() // awake and not searching, as a worker running a task
 		w = o
 		break
 	}

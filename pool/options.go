@@ -61,6 +61,8 @@ type config struct {
 	machine       func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
 	spares        int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
 	sparesSet     bool
+	blockWatch    time.Duration // WithBlockWatch; 0: defaultBlockWatch; < 0: off
+	blockWatchSet bool
 	noStuckWarn   bool          // WithStuckWarning(false)
 	stuckAfter    time.Duration // tests: a shorter stuckAfter
 	stuckOut      io.Writer     // tests: where the warning goes instead of stderr
@@ -171,6 +173,39 @@ func WithMachineWatch(interval time.Duration) Option {
 		c.watch, c.watchSet = interval, true
 		return nil
 	})
+}
+
+// WithBlockWatch sets how often the block watch looks for workers whose
+// tasks block without Worker.Block (default 1ms), or turns it off with
+// 0. Where the pool has room (workers WithMaxWorkers placed beyond those
+// running, or a Resize retired), a worker whose thread has been off the
+// CPU for most of two looks' intervals inside a task, on a node with work
+// queued and no worker idle, gets another of its node's workers to stand
+// in for it until it runs again ("Work that blocks" in the package doc).
+// A pool without room has its watch at rest. NUMAPOOL_BLOCK_WATCH sets it from the
+// environment.
+func WithBlockWatch(interval time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if interval < 0 {
+			return fmt.Errorf("pool: WithBlockWatch(%v): want 0 (off) or a positive interval", interval)
+		}
+		c.blockWatch, c.blockWatchSet = interval, true
+		if interval == 0 {
+			c.blockWatch = -1
+		}
+		return nil
+	})
+}
+
+// blockWatchEvery is the block watch's interval; 0: off.
+func (c *config) blockWatchEvery() time.Duration {
+	switch {
+	case c.blockWatch < 0:
+		return 0
+	case c.blockWatch == 0:
+		return defaultBlockWatch
+	}
+	return c.blockWatch
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
@@ -451,6 +486,9 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 	if err := c.applyWatchEnv(lookup); err != nil {
 		return c, err
 	}
+	if err := c.applyBlockWatchEnv(lookup); err != nil {
+		return c, err
+	}
 	if !c.noEnv {
 		c.envWarnings = settings.Unknown(environ(), settingNames)
 		if c.required && len(c.envWarnings) > 0 {
@@ -522,7 +560,11 @@ const envDisplayAffinity = "NUMAPOOL_DISPLAY_AFFINITY"
 
 // settingNames are the NUMAPOOL_* variables the pool reads.
 var settingNames = []string{envNumWorkers, envMaxWorkers, envPlaces, envSteal, envTopology, envNodes,
-	envWaitPolicy, envBlockTime, envSpares, envDisplayAffinity, envMachineWatch}
+	envWaitPolicy, envBlockTime, envSpares, envDisplayAffinity, envMachineWatch, envBlockWatch}
+
+// envBlockWatch is the block watch's interval (WithBlockWatch): a
+// time.ParseDuration duration, or 0 for off.
+const envBlockWatch = "NUMAPOOL_BLOCK_WATCH"
 
 // envMachineWatch is the machine monitor's interval (WithMachineWatch):
 // a time.ParseDuration duration, or 0 for off.
@@ -541,6 +583,25 @@ func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
 		return fmt.Errorf("pool: %s=%q: %w", envMachineWatch, v, err)
 	}
 	c.watch = d
+	return nil
+}
+
+// applyBlockWatchEnv sets the block watch's interval from
+// NUMAPOOL_BLOCK_WATCH unless WithBlockWatch set it.
+func (c *config) applyBlockWatchEnv(lookup func(string) (string, bool)) error {
+	v, ok := lookup(envBlockWatch)
+	v = strings.TrimSpace(v)
+	if c.noEnv || c.blockWatchSet || !ok || v == "" {
+		return nil
+	}
+	d, err := settings.ParseWatch(v)
+	if err != nil {
+		return fmt.Errorf("pool: %s=%q: %w", envBlockWatch, v, err)
+	}
+	c.blockWatch = d
+	if d == 0 {
+		c.blockWatch = -1
+	}
 	return nil
 }
 

@@ -111,7 +111,7 @@ type sched struct {
 	// spares never outnumber it (spare.go). spares counts them.
 	threadsLeft int64
 	spares      atomic.Int64
-	resizeMu    sync.Mutex // one Resize at a time (resize.go)
+	resizeMu    sync.Mutex // one Resize, or one change of stand-ins, at a time (resize.go)
 	stuck       stuckWatch // whether a node's workers are all blocked with work queued (stuck.go)
 	// blockedCallers holds the goroutines of callers in Worker.Block
 	// (spare.go), which hold no seat meanwhile, for inTaskNow.
@@ -140,6 +140,11 @@ type sched struct {
 	abandoned atomic.Int64
 	sweep     sweep        // a Shutdown's drop of the queues while tasks still run
 	claim     *place.Claim // the CPUs the workers are placed on, given back when the last one ends
+
+	// base is each domain's share of the running workers, as New started
+	// them or the last Resize set it; under resizeMu (resize.go).
+	base    []int
+	blocked blockWatch // workers that stand in for blocked ones (standin.go)
 }
 
 // New starts a pool. Without options it discovers this machine, makes one
@@ -204,6 +209,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	pool := &Pool{p}
 	p.self = weak.Make(pool) // before the workers start: they read it (hold)
 	starting := p.startingWorkers(pl.Start)
+	p.initBlockWatch()
 	errs := make(chan error, len(starting))
 	p.live.Store(int32(len(starting)))
 	p.placer.OnLook = p.look
@@ -228,6 +234,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 			p.degraded = append(p.degraded, err.Error())
 		}
 	}
+	p.startBlockWatch()
 	settings.WarnOnce(stderr, cfg.envWarnings)
 	if cfg.display {
 		p.placer.Display(stderr)
@@ -244,10 +251,12 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 // retired (resize.go).
 func (p *sched) startingWorkers(start int) []*Worker {
 	if start >= len(p.workers) {
+		p.setBase(shares(len(p.workers), p.domains))
 		return p.workers
 	}
 	var out []*Worker
-	for i, n := range shares(max(start, len(p.domains)), p.domains) {
+	p.setBase(shares(max(start, len(p.domains)), p.domains))
+	for i, n := range p.base {
 		for k, w := range p.domains[i].workers {
 			if k < n {
 				out = append(out, w)

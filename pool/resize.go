@@ -102,8 +102,9 @@ func (p *Pool) Resize(n int) error {
 
 // Size returns how many workers run: Workers() until a Resize. After a
 // shrink it falls as the retiring workers reach their task boundaries;
-// after a grow it is the new size when Resize returns. Once the pool has
-// ended (Close returned) it is 0.
+// after a grow it is the new size when Resize returns. Workers standing
+// in for blocked ones (WithBlockWatch) count, beyond Resize's n. Once the
+// pool has ended (Close returned) it is 0.
 func (p *Pool) Size() int {
 	mustPool(p, "Size")
 	select {
@@ -121,6 +122,37 @@ func (p *sched) resize(n int) error {
 	}
 	p.resizeMu.Lock()
 	defer p.resizeMu.Unlock()
+	if p.state.Load() != running {
+		return ErrClosed
+	}
+	p.setBase(shares(n, p.domains))
+	return p.setRunningLocked()
+}
+
+// setBase makes base each domain's share of the running workers, and the
+// rest of its workers its room for stand-ins (standin.go), which it
+// keeps within that room. p.resizeMu must be held, or the pool not yet
+// started.
+func (p *sched) setBase(base []int) {
+	p.base = base
+	if p.blocked.nodes == nil {
+		p.blocked.nodes = make([]nodeStandIns, len(p.domains))
+	}
+	for i, d := range p.domains {
+		room := len(d.workers) - base[i]
+		p.standInsOf(d).room.Store(int32(room))
+		if p.blocked.standIns != nil && p.blocked.standIns[i] > room {
+			p.blocked.standIns[i] = room
+			p.standInsOf(d).now.Store(int32(room))
+		}
+	}
+	p.kickBlockWatch() // it rests while no node has room
+}
+
+// setRunningLocked keeps running, in each domain, its base plus its
+// stand-ins of its workers, the lowest IDs, retiring the others and
+// bringing back retired ones (see above). p.resizeMu must be held.
+func (p *sched) setRunningLocked() error {
 	il := &p.idle
 	var back, asleep []*Worker
 	il.mu.Lock()
@@ -128,8 +160,12 @@ func (p *sched) resize(n int) error {
 		il.mu.Unlock()
 		return ErrClosed
 	}
-	for i, want := range shares(n, p.domains) {
-		for k, w := range p.domains[i].workers {
+	for i, d := range p.domains {
+		want := p.base[i]
+		if p.blocked.standIns != nil {
+			want += p.blocked.standIns[i]
+		}
+		for k, w := range d.workers {
 			switch {
 			case k < want && il.retired[w.id]:
 				back = append(back, w)

@@ -645,13 +645,13 @@ func TestResizeBlockAfterComeback(t *testing.T) {
 }
 
 // poolGoroutines returns the stacks of goroutines still in a worker's or
-// a spare's main.
+// a spare's main, or in the block watch.
 func poolGoroutines() []string {
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "pool.(*Worker).main") || strings.Contains(g, "pool.(*spare).main") {
+		if strings.Contains(g, "pool.(*Worker).main") || strings.Contains(g, "pool.(*spare).main") || strings.Contains(g, "pool.(*sched).watchBlocked") {
 			out = append(out, g)
 		}
 	}

@@ -216,6 +216,13 @@ type Tasks struct {
 	Blocked      int `json:"blocked"`
 	Spares       int `json:"spares"`
 	SparesParked int `json:"spares_parked"`
+	// StandIns: workers running now beyond Resize's share, standing in for
+	// workers whose tasks block without Worker.Block (standin.go);
+	// StandInsStarted counts those started, StandInsRefused the block
+	// watch's looks that wanted more on a node that had no room.
+	StandIns        int    `json:"stand_ins"`
+	StandInsStarted uint64 `json:"stand_ins_started"`
+	StandInsRefused uint64 `json:"stand_ins_refused"`
 }
 
 // Stats are the pool's counters per worker, per node and in total. They
@@ -235,8 +242,8 @@ type Stats struct {
 
 // Stats returns the counters. Running workers publish theirs every 64
 // tasks and when they park, so a busy worker's figures may lag slightly;
-// after Close they are exact. Queued, BusyWorkers, Blocked, Spares and
-// SparesParked are read at the call.
+// after Close they are exact. Queued, BusyWorkers, Blocked, Spares,
+// SparesParked and StandIns are read at the call.
 func (p *Pool) Stats() Stats {
 	st := Stats{Abandoned: uint64(p.abandoned.Load())}
 	retired := p.idle.retiredNow()
@@ -261,6 +268,9 @@ func (p *Pool) Stats() Stats {
 		}
 		ns.Submitted = d.inject.Pushed() + d.pinned.Pushed() + ns.Spawned
 		ns.Spares = int(d.spares.Load())
+		ns.StandIns = int(p.standInsOf(d).now.Load())
+		ns.StandInsStarted = p.standInsOf(d).started.Load()
+		ns.StandInsRefused = p.standInsOf(d).refused.Load()
 		for _, w := range d.workers {
 			b, _, parked := w.relay.counts()
 			ns.Blocked += b
@@ -288,6 +298,9 @@ func (p *Pool) Stats() Stats {
 		st.Blocked += ns.Blocked
 		st.Spares += ns.Spares
 		st.SparesParked += ns.SparesParked
+		st.StandIns += ns.StandIns
+		st.StandInsStarted += ns.StandInsStarted
+		st.StandInsRefused += ns.StandInsRefused
 	}
 	st.Kinds = kindStats(st.Workers)
 	return st

@@ -45,6 +45,8 @@ var counters = []counter{
 	{"numapool.tasks.blocks", "Worker.Block calls that handed the worker's seat to a spare thread.", func(n pool.NodeStats) uint64 { return n.Blocks }},
 	{"numapool.spares.started", "Spare threads started for Worker.Block.", func(n pool.NodeStats) uint64 { return n.SparesStarted }},
 	{"numapool.spares.refused", "Worker.Block calls that ran with no spare: the node's cap was reached.", func(n pool.NodeStats) uint64 { return n.SparesRefused }},
+	{"numapool.stand_ins.started", "Workers started to stand in for workers whose tasks blocked without Worker.Block.", func(n pool.NodeStats) uint64 { return n.StandInsStarted }},
+	{"numapool.stand_ins.refused", "Block watch looks that wanted a stand-in on a node with no room.", func(n pool.NodeStats) uint64 { return n.StandInsRefused }},
 }
 
 // gauge is one per-node reading of pool.NodeStats.
@@ -60,6 +62,7 @@ var gauges = []gauge{
 	{"numapool.tasks.blocked", "Tasks in Worker.Block now, or back from it and waiting for their worker's seat.", func(n pool.NodeStats) int64 { return int64(n.Blocked) }},
 	{"numapool.spares", "Spare threads alive.", func(n pool.NodeStats) int64 { return int64(n.Spares) }},
 	{"numapool.spares.parked", "Spare threads parked.", func(n pool.NodeStats) int64 { return int64(n.SparesParked) }},
+	{"numapool.stand_ins", "Workers standing in now for workers whose tasks blocked without Worker.Block.", func(n pool.NodeStats) int64 { return int64(n.StandIns) }},
 	{"numapool.node.stuck", "1 while every worker of the node has been blocked in a task for seconds with work queued.", func(n pool.NodeStats) int64 { return b2i(n.Stuck) }},
 }
 

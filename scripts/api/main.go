@@ -44,7 +44,7 @@ var packages = []struct {
 	dir string
 	max int
 }{
-	{"pool", 89},
+	{"pool", 90},
 	{"topology", 0},
 	{"pin", 0},
 	{"queue", 0},

@@ -1,0 +1,315 @@
+package pool
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Blocking nobody marked: workers that stand in.
+//
+// A task that blocks without Worker.Block (a read, a lock, a channel, a
+// sleep) holds its worker: its node runs one worker short, and when all
+// of them block on work queued behind them, the node stops. The pool
+// cannot hand the blocked worker's seat to another thread, as Block
+// does: it does not know where in the task the thread stopped. It may be
+// in the middle of the pool's own code (a Spawn half done), or hold the
+// worker's PerWorker cell across the wait; only the task can say it is
+// at a safe place, which is what Block is. What the pool can do, as
+// Java's ForkJoinPool adds a worker up to its maximum pool size, is run
+// another worker beside it: one New placed but does not run (the room
+// WithMaxWorkers gives, or workers a Resize retired), with its own ID,
+// queue and PerWorker cell. Such a worker stands in. It takes the node's
+// shards and steals the blocked worker's queued work (its run queue,
+// LIFO slot and join slot are open to thieves) on the node's CPUs, so
+// node locality and strict work keep their rules.
+//
+// The block watch. A goroutine of the pool (not locked, not bound) looks
+// every interval (WithBlockWatch, 1ms by default; longer in proportion
+// in a pool of more than 64 awake workers, so that a look costs about the
+// same share of a CPU) while some worker is awake and some node has room;
+// once every worker is parked it waits for the first to wake
+// (idle.woke), so an idle pool costs it nothing, and nothing on a
+// worker's path is added. At a look, a worker counts as blocked when it
+// has been awake on its own seat (not parked, not lent to a caller, not
+// in Block, no park in between) since the look before the last, its
+// thread has had the CPU for less than a quarter of each of the two
+// intervals (blockedLooks), and it is asleep now: its thread's CPU clock
+// says so, one system call per awake worker, and then its state (S or D
+// in /proc/self/task/TID/stat). A task that computes has the CPU, or at
+// least its share of a CPU it shares with other processes, and never
+// counts; one that waits on I/O, a lock or a channel, or sleeps, does,
+// and so does a worker whose short tasks mostly wait. Two intervals, not
+// one: a locked worker the runtime preempted sleeps off its CPU until a
+// processor is free, which one interval may hold but seldom two.
+//
+// A node's stand-ins rise, up to its room, to the number of its workers
+// that count as blocked, at a look that finds work queued for the node
+// and none of its workers parked or searching (a stand-in helps only
+// then); a look that wants one more and finds no room counts it
+// (StandInsRefused). They fall by one after standInCalm looks in a row
+// have found fewer blocked workers than stand-ins: a stand-in that is
+// retired at once would be started again at the next block, and starting
+// one costs a thread start and a bind. Stand-ins are workers like the
+// others: which of a node's workers run is Resize's rule, the lowest IDs,
+// for its share plus its stand-ins (setRunningLocked), and a stand-in
+// retires as a resized worker does, at its next task boundary.
+//
+// A pool with no room has its watch at rest (a Resize that makes room
+// wakes it): blocked workers stop it as before, and the stuck watch says
+// so (stuck.go). The watch counts among the live workers, so Close
+// returns after it has ended.
+
+// blockedLooks is how many looks in a row must find a worker's thread
+// off its CPU most of the time before it counts as blocked (see above).
+const blockedLooks = 2
+
+// standInCalm is how many looks in a row must find fewer blocked workers
+// than stand-ins before one retires.
+const standInCalm = 20
+
+// defaultBlockWatch is the block watch's interval unless WithBlockWatch
+// sets one.
+const defaultBlockWatch = time.Millisecond
+
+// blockWatch is the pool's block watch. The watch's goroutine alone
+// reads and writes seen and calm; standIns is read and written under
+// resizeMu (nodeStandIns.now is its copy for others).
+type blockWatch struct {
+	every    time.Duration  // 0: no watch
+	kick     chan struct{}  // the first worker to wake after all parked (idle.woke); nil: no watch
+	standIns []int          // per domain: workers run beyond Resize's share; under resizeMu
+	calm     []int          // per domain: looks in a row with fewer blocked than standIns
+	seen     []threadSeen   // per worker: at the last look
+	looks    atomic.Uint64  // looks taken (tests)
+	nodes    []nodeStandIns // per domain
+}
+
+// standInsOf is domain d's side of the watch.
+func (p *sched) standInsOf(d *domain) *nodeStandIns { return &p.blocked.nodes[d.index] }
+
+// nodeStandIns is a domain's side of the watch, apart from the domain so
+// that its hot fields keep their cache lines: room is how many of its
+// workers may stand in beyond Resize's share (set under resizeMu), now how
+// many do, and the counts for Stats.
+type nodeStandIns struct {
+	room    atomic.Int32
+	now     atomic.Int32
+	started atomic.Uint64
+	refused atomic.Uint64
+}
+
+// threadSeen is a worker's thread as the last look saw it.
+type threadSeen struct {
+	at    time.Time // zero: not awake on its seat then
+	tid   int
+	cpu   time.Duration // the thread's CPU clock
+	parks uint64        // the worker's published Parks
+	off   int           // looks in a row that found it off its CPU
+}
+
+// parksField is the index of Counters.Parks among the published counters.
+var parksField = func() int {
+	var c Counters
+	for i, f := range c.fields() {
+		if f == &c.Parks {
+			return i
+		}
+	}
+	panic("pool: Counters.fields has no Parks")
+}()
+
+// initBlockWatch readies the watch, before the workers start (they
+// read kick): it runs where the interval is not 0, threads' CPU clocks
+// can be read, and the pool has more workers than nodes (Resize's floor),
+// so that it may have room.
+func (p *sched) initBlockWatch() {
+	bw := &p.blocked
+	bw.every = p.cfg.blockWatchEvery()
+	bw.standIns = make([]int, len(p.domains))
+	if bw.every <= 0 || !threadCPUs || len(p.workers) == len(p.domains) {
+		bw.every = 0
+		return
+	}
+	bw.calm = make([]int, len(p.domains))
+	bw.seen = make([]threadSeen, len(p.workers))
+	bw.kick = make(chan struct{}, 1)
+}
+
+// startBlockWatch starts the watch's goroutine, counted live (see above).
+func (p *sched) startBlockWatch() {
+	if p.blocked.every > 0 {
+		p.live.Add(1)
+		go p.watchBlocked()
+	}
+}
+
+// watchBlocked is the watch's goroutine.
+func (p *sched) watchBlocked() {
+	defer p.workerEnded()
+	bw := &p.blocked
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		if p.idle.unparked.Load() == 0 || !p.hasRoom() {
+			// Every worker parked: nothing is blocked, no stand-in is
+			// needed, and the look after the wait starts over. No room:
+			// nothing a look could do until a Resize makes some.
+			p.dropStandIns()
+			clear(bw.seen)
+			select {
+			case <-bw.kick:
+			case <-p.intake:
+				return
+			}
+			continue
+		}
+		t.Reset(bw.interval(int(p.idle.unparked.Load())))
+		select {
+		case <-t.C:
+		case <-p.intake:
+			return
+		}
+		p.lookBlocked(time.Now())
+	}
+}
+
+// hasRoom reports whether a node has room for a stand-in.
+func (p *sched) hasRoom() bool {
+	for _, d := range p.domains {
+		if p.standInsOf(d).room.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// kickBlockWatch has a resting watch look again.
+func (p *sched) kickBlockWatch() {
+	if p.blocked.kick != nil {
+		select {
+		case p.blocked.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// interval is the time between looks with awake workers awake.
+func (bw *blockWatch) interval(awake int) time.Duration {
+	return bw.every * time.Duration(max(1, awake/64))
+}
+
+// lookBlocked is one look of the watch.
+func (p *sched) lookBlocked(now time.Time) {
+	bw := &p.blocked
+	bw.looks.Add(1)
+	var change []int // per domain, the stand-ins wanted where they change
+	for di, d := range p.domains {
+		blocked := 0
+		for _, w := range d.workers {
+			if p.blockedSince(w, now) {
+				blocked++
+			}
+		}
+		cur := int(p.standInsOf(d).now.Load())
+		next := cur
+		switch {
+		case blocked > cur && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork():
+			bw.calm[di] = 0
+			room := int(p.standInsOf(d).room.Load())
+			if blocked > room {
+				p.standInsOf(d).refused.Add(1)
+			}
+			next = max(cur, min(blocked, room))
+		case blocked < cur:
+			if bw.calm[di]++; bw.calm[di] >= standInCalm {
+				next, bw.calm[di] = cur-1, 0
+			}
+		default:
+			bw.calm[di] = 0
+		}
+		if next != cur {
+			if change == nil {
+				change = make([]int, len(p.domains))
+				for i, o := range p.domains {
+					change[i] = int(p.standInsOf(o).now.Load())
+				}
+			}
+			change[di] = next
+		}
+	}
+	if change != nil {
+		p.setStandIns(change)
+	}
+}
+
+// blockedSince reports whether w counts as blocked since the last look
+// (see above), and records what this look saw.
+func (p *sched) blockedSince(w *Worker, now time.Time) bool {
+	s := &p.blocked.seen[w.id]
+	prev := *s
+	*s = threadSeen{}
+	if w.owner.ended.Load() || !p.awake(w.id) || w.seat.state.Load() != seatOwn || w.relay.busy.Load() != 0 {
+		return false
+	}
+	tid := w.th.TID()
+	cpu, ok := threadCPUTime(tid)
+	if !ok {
+		return false
+	}
+	*s = threadSeen{at: now, tid: tid, cpu: cpu, parks: w.pub.v[parksField].Load()}
+	if prev.at.IsZero() || prev.tid != tid || prev.parks != s.parks || 4*(cpu-prev.cpu) >= now.Sub(prev.at) {
+		return false
+	}
+	// Off its CPU for blockedLooks looks in a row, and asleep now: not
+	// running, nor runnable waiting for a CPU (R).
+	if s.off = prev.off + 1; s.off < blockedLooks {
+		return false
+	}
+	state, ok := threadState(tid)
+	return ok && (state == 'S' || state == 'D')
+}
+
+// dropStandIns retires every stand-in: the pool is idle.
+func (p *sched) dropStandIns() {
+	for _, d := range p.domains {
+		if p.standInsOf(d).now.Load() != 0 {
+			p.resizeMu.Lock()
+			defer p.resizeMu.Unlock()
+			p.setStandInsLocked(make([]int, len(p.domains)))
+			return
+		}
+	}
+}
+
+// setStandIns makes want the domains' stand-ins, each within its room,
+// and runs the workers that makes (setRunningLocked). A Resize under
+// way has the lock: this look changes nothing, the next looks again.
+func (p *sched) setStandIns(want []int) {
+	if !p.resizeMu.TryLock() {
+		return
+	}
+	defer p.resizeMu.Unlock()
+	p.setStandInsLocked(want)
+}
+
+// setStandInsLocked is setStandIns under resizeMu.
+func (p *sched) setStandInsLocked(want []int) {
+	bw := &p.blocked
+	for di, d := range p.domains {
+		want[di] = min(want[di], int(p.standInsOf(d).room.Load())) // a Resize may have shrunk it since
+		if up := want[di] - bw.standIns[di]; up > 0 {
+			p.standInsOf(d).started.Add(uint64(up))
+		}
+		bw.standIns[di] = want[di]
+		p.standInsOf(d).now.Store(int32(want[di]))
+	}
+	_ = p.setRunningLocked() // ErrClosed: the workers end anyway
+}
+
+// woke counts a worker that was parked as unparked; the first of them
+// after every worker parked starts the block watch's looks again.
+func (il *idle) woke() {
+	if il.unparked.Add(1) == 1 {
+		il.p.kickBlockWatch()
+	}
+}
