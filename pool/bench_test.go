@@ -452,8 +452,7 @@ func BenchmarkBlocking(b *testing.B) {
 				})
 			})
 		})
-		b.Run(kind.name+"/unmarked", func(b *testing.B) {
-			p := benchPool(b)
+		unmarked := func(b *testing.B, p *Pool) {
 			run(b, func(wg *sync.WaitGroup, i int) {
 				_ = p.Submit(context.Background(), func(*Worker) {
 					defer wg.Done()
@@ -463,19 +462,12 @@ func BenchmarkBlocking(b *testing.B) {
 					spinFor(compute)
 				})
 			})
-		})
+		}
+		b.Run(kind.name+"/unmarked", func(b *testing.B) { unmarked(b, benchPool(b)) })
 		b.Run(kind.name+"/unmarked-room", func(b *testing.B) {
 			// Room for workers to stand in for blocked ones (standin.go).
 			p := benchPool(b, WithMaxWorkers(32))
-			run(b, func(wg *sync.WaitGroup, i int) {
-				_ = p.Submit(context.Background(), func(*Worker) {
-					defer wg.Done()
-					if i%10 == 9 {
-						kind.block()
-					}
-					spinFor(compute)
-				})
-			})
+			unmarked(b, p)
 			b.ReportMetric(float64(p.Stats().StandInsStarted)/float64(b.N), "stand-ins/op")
 		})
 		b.Run(kind.name+"/goroutine", func(b *testing.B) {

@@ -486,9 +486,6 @@ func newConfig(opts []Option, lookup func(string) (string, bool)) (config, error
 	if err := c.applyWatchEnv(lookup); err != nil {
 		return c, err
 	}
-	if err := c.applyBlockWatchEnv(lookup); err != nil {
-		return c, err
-	}
 	if !c.noEnv {
 		c.envWarnings = settings.Unknown(environ(), settingNames)
 		if c.required && len(c.envWarnings) > 0 {
@@ -570,39 +567,39 @@ const envBlockWatch = "NUMAPOOL_BLOCK_WATCH"
 // a time.ParseDuration duration, or 0 for off.
 const envMachineWatch = "NUMAPOOL_MACHINE_WATCH"
 
-// applyWatchEnv sets the monitor's interval from NUMAPOOL_MACHINE_WATCH
-// unless WithMachineWatch set it.
+// applyWatchEnv sets the machine monitor's interval from
+// NUMAPOOL_MACHINE_WATCH and the block watch's from NUMAPOOL_BLOCK_WATCH,
+// each unless its option set it.
 func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
-	v, ok := lookup(envMachineWatch)
-	v = strings.TrimSpace(v)
-	if c.noEnv || c.watchSet || !ok || v == "" {
-		return nil
+	if d, ok, err := c.envInterval(lookup, envMachineWatch, c.watchSet); err != nil {
+		return err
+	} else if ok {
+		c.watch = d
 	}
-	d, err := settings.ParseWatch(v)
-	if err != nil {
-		return fmt.Errorf("pool: %s=%q: %w", envMachineWatch, v, err)
+	if d, ok, err := c.envInterval(lookup, envBlockWatch, c.blockWatchSet); err != nil {
+		return err
+	} else if ok {
+		c.blockWatch = d
+		if d == 0 {
+			c.blockWatch = -1 // off, where 0 means the default
+		}
 	}
-	c.watch = d
 	return nil
 }
 
-// applyBlockWatchEnv sets the block watch's interval from
-// NUMAPOOL_BLOCK_WATCH unless WithBlockWatch set it.
-func (c *config) applyBlockWatchEnv(lookup func(string) (string, bool)) error {
-	v, ok := lookup(envBlockWatch)
+// envInterval reads the interval setting name (a duration, or 0 for
+// off); false where it is unset, ignored, or set already by an option.
+func (c *config) envInterval(lookup func(string) (string, bool), name string, set bool) (time.Duration, bool, error) {
+	v, ok := lookup(name)
 	v = strings.TrimSpace(v)
-	if c.noEnv || c.blockWatchSet || !ok || v == "" {
-		return nil
+	if c.noEnv || set || !ok || v == "" {
+		return 0, false, nil
 	}
 	d, err := settings.ParseWatch(v)
 	if err != nil {
-		return fmt.Errorf("pool: %s=%q: %w", envBlockWatch, v, err)
+		return 0, false, fmt.Errorf("pool: %s=%q: %w", name, v, err)
 	}
-	c.blockWatch = d
-	if d == 0 {
-		c.blockWatch = -1
-	}
-	return nil
+	return d, true, nil
 }
 
 // environ lists the environment as os.Environ does: a variable so that
