@@ -417,8 +417,8 @@ func benchLatency(b *testing.B, call func()) {
 // after one or more of its ticks) or in a read of a pipe written to 1ms later (the
 // runtime's network poller waits for it); ns/op is per task. marked wraps the wait in
 // Worker.Block, unmarked does not, goroutine starts one goroutine per
-// task. unmarked-room is unmarked on a pool with room for workers to
-// stand in for blocked ones (WithMaxWorkers).
+// task. unmarked-reserve is unmarked on a pool with workers in reserve
+// to stand in for blocked ones (WithMaxWorkers).
 func BenchmarkBlocking(b *testing.B) {
 	const n, compute, blocked = 2000, 10 * time.Microsecond, time.Millisecond
 	for _, kind := range []struct {
@@ -464,8 +464,8 @@ func BenchmarkBlocking(b *testing.B) {
 			})
 		}
 		b.Run(kind.name+"/unmarked", func(b *testing.B) { unmarked(b, benchPool(b)) })
-		b.Run(kind.name+"/unmarked-room", func(b *testing.B) {
-			// Room for workers to stand in for blocked ones (standin.go).
+		b.Run(kind.name+"/unmarked-reserve", func(b *testing.B) {
+			// Workers in reserve to stand in for blocked ones (standin.go).
 			p := benchPool(b, WithMaxWorkers(32))
 			unmarked(b, p)
 			b.ReportMetric(float64(p.Stats().StandInsStarted)/float64(b.N), "stand-ins/op")

@@ -336,8 +336,8 @@
 //     TestBlockedTasksReturnInAnyOrder, TestBlockCountedUnderLoad,
 //     TestSpareRunsStrictWorkOnTheWorkersCPUs, TestCloseWithBlockedTasks,
 //     TestShutdownWithBlockedTasks.
-//   - Give the pool room: with WithMaxWorkers above the workers that run
-//     (or after a Resize retired some), workers stand in for blocked
+//   - Give the pool workers in reserve: with WithMaxWorkers above the
+//     workers that run (or after a Resize retired some), workers stand in for blocked
 //     ones, as Java's ForkJoinPool adds workers up to its maximum pool
 //     size. The block watch (standin.go) looks every millisecond while
 //     a worker is awake (WithBlockWatch, NUMAPOOL_BLOCK_WATCH; 0 turns it
@@ -351,10 +351,10 @@
 //     tasks keep theirs; they retire, at a task boundary, once fewer are
 //     blocked, or at once when every worker is parked. They count in Size
 //     beyond Resize's n; Stats shows them (StandIns, StandInsStarted, and
-//     StandInsRefused for looks that found no room). The watch costs a
+//     StandInsRefused for looks that found none in reserve). The watch costs a
 //     system call per awake worker per look, nothing on a worker's path,
-//     and nothing once every worker is parked or while no node has
-//     room. A caller from outside that joined (Run) holds its seat on its
+//     and nothing once every worker is parked or while no node has a
+//     worker in reserve. A caller from outside that joined (Run) holds its seat on its
 //     own thread, which the watch does not read: a wait in its function
 //     is not made up for. Tests: TestStandInsRunWorkQueuedBehindBlockedTasks,
 //     TestComputeGetsNoStandIn, TestBlockWatchRestsInAnIdlePool,
@@ -371,7 +371,7 @@
 // call) keeps its processor until the runtime's monitor takes it back,
 // one or more of the monitor's ticks later; meanwhile the spare waits for
 // a processor, as a goroutine would. A blocked task nobody marked is made
-// up for only where the pool has room (above).
+// up for only where the pool has workers in reserve (above).
 //
 // A pool that is stuck says so: when every worker of a node has been
 // blocked in a task (its thread asleep, not computing) for 5 s with work

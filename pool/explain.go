@@ -63,7 +63,7 @@ func (p *Pool) Explain() string {
 			started += p.standInsOf(d).started.Load()
 			refused += p.standInsOf(d).refused.Load()
 		}
-		fmt.Fprintf(&b, "block watch: every %s; %d workers stand in for blocked ones now, %d started, %d looks found no room\n",
+		fmt.Fprintf(&b, "block watch: every %s; %d workers stand in for blocked ones now, %d started, %d looks found none in reserve\n",
 			p.blocked.every, now, started, refused)
 	}
 	if rep := p.stuck.report.Load(); rep != nil {

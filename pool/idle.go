@@ -205,7 +205,11 @@ type idle struct {
 	// procs is GOMAXPROCS as the machine monitor last read it: searchers
 	// beyond half of it would only wait for a processor (tryStartSearching).
 	procs atomic.Int32
-	_     [64]byte
+	// watchKick hears from the first worker to wake after every worker
+	// parked, and from a Resize that made room: the block watch
+	// (standin.go) rests until then. nil: no watch.
+	watchKick chan struct{}
+	_         [64]byte
 
 	mu       sync.Mutex
 	sleepers [][]*Worker // per domain, a stack of parked workers
@@ -571,6 +575,24 @@ func (il *idle) wakeWaiter(w *Worker) {
 	il.searchWake[w.id] = false
 	il.mu.Unlock()
 	w.wake()
+}
+
+// woke counts a worker that was parked as unparked; the first of them
+// after every worker parked wakes the block watch.
+func (il *idle) woke() {
+	if il.unparked.Add(1) == 1 {
+		il.kick()
+	}
+}
+
+// kick wakes the block watch if it rests.
+func (il *idle) kick() {
+	if il.watchKick != nil {
+		select {
+		case il.watchKick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // takeOff takes parked w off the sleepers' lists, counted as unparked.

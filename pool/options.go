@@ -61,8 +61,8 @@ type config struct {
 	machine       func() place.Reading // reads the process's CPUs instead of the reference thread (tests)
 	spares        int                  // live spare threads per node (WithSpares); 0: defaultSpares; < 0: none
 	sparesSet     bool
-	blockWatch    time.Duration // WithBlockWatch; 0: defaultBlockWatch; < 0: off
-	blockWatchSet bool
+	blockEvery    time.Duration // WithBlockWatch; 0: defaultBlockWatch; < 0: off
+	blockEverySet bool
 	noStuckWarn   bool          // WithStuckWarning(false)
 	stuckAfter    time.Duration // tests: a shorter stuckAfter
 	stuckOut      io.Writer     // tests: where the warning goes instead of stderr
@@ -177,35 +177,39 @@ func WithMachineWatch(interval time.Duration) Option {
 
 // WithBlockWatch sets how often the block watch looks for workers whose
 // tasks block without Worker.Block (default 1ms), or turns it off with
-// 0. Where the pool has room (workers WithMaxWorkers placed beyond those
-// running, or a Resize retired), a worker whose thread has been off the
+// 0. Where the pool has workers in reserve (placed by WithMaxWorkers
+// beyond those running, or retired by a Resize), a worker whose thread has been off the
 // CPU for most of two looks' intervals inside a task, on a node with work
 // queued and no worker idle, gets another of its node's workers to stand
 // in for it until it runs again ("Work that blocks" in the package doc).
-// A pool without room has its watch at rest. NUMAPOOL_BLOCK_WATCH sets it from the
+// A pool with none in reserve has its watch at rest. NUMAPOOL_BLOCK_WATCH sets it from the
 // environment.
 func WithBlockWatch(interval time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if interval < 0 {
 			return fmt.Errorf("pool: WithBlockWatch(%v): want 0 (off) or a positive interval", interval)
 		}
-		c.blockWatch, c.blockWatchSet = interval, true
+		c.blockEvery, c.blockEverySet = interval, true
 		if interval == 0 {
-			c.blockWatch = -1
+			c.blockEvery = -1
 		}
 		return nil
 	})
 }
 
+// defaultBlockWatch is the block watch's interval (standin.go) unless
+// WithBlockWatch sets one.
+const defaultBlockWatch = time.Millisecond
+
 // blockWatchEvery is the block watch's interval; 0: off.
 func (c *config) blockWatchEvery() time.Duration {
 	switch {
-	case c.blockWatch < 0:
+	case c.blockEvery < 0:
 		return 0
-	case c.blockWatch == 0:
+	case c.blockEvery == 0:
 		return defaultBlockWatch
 	}
-	return c.blockWatch
+	return c.blockEvery
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
@@ -576,12 +580,12 @@ func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
 	} else if ok {
 		c.watch = d
 	}
-	if d, ok, err := c.envInterval(lookup, envBlockWatch, c.blockWatchSet); err != nil {
+	if d, ok, err := c.envInterval(lookup, envBlockWatch, c.blockEverySet); err != nil {
 		return err
 	} else if ok {
-		c.blockWatch = d
+		c.blockEvery = d
 		if d == 0 {
-			c.blockWatch = -1 // off, where 0 means the default
+			c.blockEvery = -1 // off, where 0 means the default
 		}
 	}
 	return nil

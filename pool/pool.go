@@ -78,6 +78,20 @@ type domain struct {
 	spares    atomic.Int32 // the domain's live spare threads (spare.go)
 }
 
+// standInsOf is domain d's side of the watch.
+func (p *sched) standInsOf(d *domain) *nodeStandIns { return &p.blocked.nodes[d.index] }
+
+// nodeStandIns is a domain's side of the watch, apart from the domain so
+// that its hot fields keep their cache lines: reserve is how many of its
+// workers may stand in beyond Resize's share (set under resizeMu), now how
+// many do, and the counts for Stats.
+type nodeStandIns struct {
+	reserve atomic.Int32
+	now     atomic.Int32
+	started atomic.Uint64
+	refused atomic.Uint64
+}
+
 // Pool is a NUMA-aware worker pool. Its methods may be called from any
 // goroutine.
 //

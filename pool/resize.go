@@ -130,8 +130,8 @@ func (p *sched) resize(n int) error {
 }
 
 // setBase makes base each domain's share of the running workers, and the
-// rest of its workers its room for stand-ins (standin.go), which it
-// keeps within that room. p.resizeMu must be held, or the pool not yet
+// rest of its workers its reserve for stand-ins (standin.go), which it
+// keeps within that reserve. p.resizeMu must be held, or the pool not yet
 // started.
 func (p *sched) setBase(base []int) {
 	p.base = base
@@ -139,14 +139,14 @@ func (p *sched) setBase(base []int) {
 		p.blocked.nodes = make([]nodeStandIns, len(p.domains))
 	}
 	for i, d := range p.domains {
-		room := len(d.workers) - base[i]
-		p.standInsOf(d).room.Store(int32(room))
-		if p.blocked.standIns != nil && p.blocked.standIns[i] > room {
-			p.blocked.standIns[i] = room
-			p.standInsOf(d).now.Store(int32(room))
+		reserve := len(d.workers) - base[i]
+		p.standInsOf(d).reserve.Store(int32(reserve))
+		if p.blocked.standIns != nil && p.blocked.standIns[i] > reserve {
+			p.blocked.standIns[i] = reserve
+			p.standInsOf(d).now.Store(int32(reserve))
 		}
 	}
-	p.kickBlockWatch() // it rests while no node has room
+	p.idle.kick() // the block watch rests while no node has a worker in reserve
 }
 
 // setRunningLocked keeps running, in each domain, its base plus its

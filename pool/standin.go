@@ -16,8 +16,8 @@ import (
 // worker's PerWorker cell across the wait; only the task can say it is
 // at a safe place, which is what Block is. What the pool can do, as
 // Java's ForkJoinPool adds a worker up to its maximum pool size, is run
-// another worker beside it: one New placed but does not run (the room
-// WithMaxWorkers gives, or workers a Resize retired), with its own ID,
+// another worker beside it: one New placed but does not run, a worker in
+// reserve (WithMaxWorkers places them, a Resize retires them), with its own ID,
 // queue and PerWorker cell. Such a worker stands in. It takes the node's
 // shards and steals the blocked worker's queued work (its run queue,
 // LIFO slot and join slot are open to thieves) on the node's CPUs, so
@@ -26,9 +26,9 @@ import (
 // The block watch. A goroutine of the pool (not locked, not bound) looks
 // every interval (WithBlockWatch, 1ms by default; longer in proportion
 // in a pool of more than 64 awake workers, so that a look costs about the
-// same share of a CPU) while some worker is awake and some node has room;
+// same share of a CPU) while some worker is awake and some node has workers in reserve;
 // once every worker is parked it waits for the first to wake
-// (idle.woke), so an idle pool costs it nothing, and nothing on a
+// (idle.watchKick), so an idle pool costs it nothing, and nothing on a
 // worker's path is added. At a look, a worker counts as blocked when it
 // has been awake on its own seat (not parked, not lent to a caller, not
 // in Block, no park in between) since the look before the last, its
@@ -42,10 +42,10 @@ import (
 // one: a locked worker the runtime preempted sleeps off its CPU until a
 // processor is free, which one interval may hold but seldom two.
 //
-// A node's stand-ins rise, up to its room, to the number of its workers
+// A node's stand-ins rise, up to its reserve, to the number of its workers
 // that count as blocked, at a look that finds work queued for the node
 // and none of its workers parked or searching (a stand-in helps only
-// then); a look that wants one more and finds no room counts it
+// then); a look that wants one more and finds none in reserve counts it
 // (StandInsRefused). They fall by one after standInCalm looks in a row
 // have found fewer blocked workers than stand-ins: a stand-in that is
 // retired at once would be started again at the next block, and starting
@@ -54,8 +54,8 @@ import (
 // for its share plus its stand-ins (setRunningLocked), and a stand-in
 // retires as a resized worker does, at its next task boundary.
 //
-// A pool with no room has its watch at rest (a Resize that makes room
-// wakes it): blocked workers stop it as before, and the stuck watch says
+// A pool with no worker in reserve has its watch at rest (a Resize
+// that retires some wakes it): blocked workers stop it as before, and the stuck watch says
 // so (stuck.go). The watch counts among the live workers, so Close
 // returns after it has ended.
 
@@ -67,35 +67,16 @@ const blockedLooks = 2
 // than stand-ins before one retires.
 const standInCalm = 20
 
-// defaultBlockWatch is the block watch's interval unless WithBlockWatch
-// sets one.
-const defaultBlockWatch = time.Millisecond
-
 // blockWatch is the pool's block watch. The watch's goroutine alone
 // reads and writes seen and calm; standIns is read and written under
 // resizeMu (nodeStandIns.now is its copy for others).
 type blockWatch struct {
 	every    time.Duration  // 0: no watch
-	kick     chan struct{}  // the first worker to wake after all parked (idle.woke); nil: no watch
 	standIns []int          // per domain: workers run beyond Resize's share; under resizeMu
 	calm     []int          // per domain: looks in a row with fewer blocked than standIns
 	seen     []threadSeen   // per worker: at the last look
 	looks    atomic.Uint64  // looks taken (tests)
 	nodes    []nodeStandIns // per domain
-}
-
-// standInsOf is domain d's side of the watch.
-func (p *sched) standInsOf(d *domain) *nodeStandIns { return &p.blocked.nodes[d.index] }
-
-// nodeStandIns is a domain's side of the watch, apart from the domain so
-// that its hot fields keep their cache lines: room is how many of its
-// workers may stand in beyond Resize's share (set under resizeMu), now how
-// many do, and the counts for Stats.
-type nodeStandIns struct {
-	room    atomic.Int32
-	now     atomic.Int32
-	started atomic.Uint64
-	refused atomic.Uint64
 }
 
 // threadSeen is a worker's thread as the last look saw it.
@@ -118,10 +99,10 @@ var parksField = func() int {
 	panic("pool: Counters.fields has no Parks")
 }()
 
-// initBlockWatch readies the watch, before the workers start (they
-// read kick): it runs where the interval is not 0, threads' CPU clocks
-// can be read, and the pool has more workers than nodes (Resize's floor),
-// so that it may have room.
+// initBlockWatch readies the watch, before the workers start (they read
+// idle.watchKick): it runs where the interval is not 0, threads' CPU
+// clocks can be read, and the pool has more workers than nodes (Resize's
+// floor), so that it may have workers in reserve.
 func (p *sched) initBlockWatch() {
 	bw := &p.blocked
 	bw.every = p.cfg.blockWatchEvery()
@@ -132,7 +113,7 @@ func (p *sched) initBlockWatch() {
 	}
 	bw.calm = make([]int, len(p.domains))
 	bw.seen = make([]threadSeen, len(p.workers))
-	bw.kick = make(chan struct{}, 1)
+	p.idle.watchKick = make(chan struct{}, 1)
 }
 
 // startBlockWatch starts the watch's goroutine, counted live (see above).
@@ -150,20 +131,20 @@ func (p *sched) watchBlocked() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		if p.idle.unparked.Load() == 0 || !p.hasRoom() {
+		if p.idle.unparked.Load() == 0 || !p.hasReserve() {
 			// Every worker parked: nothing is blocked, no stand-in is
-			// needed, and the look after the wait starts over. No room:
+			// needed, and the look after the wait starts over. None in reserve:
 			// nothing a look could do until a Resize makes some.
 			p.dropStandIns()
 			clear(bw.seen)
 			select {
-			case <-bw.kick:
+			case <-p.idle.watchKick:
 			case <-p.intake:
 				return
 			}
 			continue
 		}
-		t.Reset(bw.interval(int(p.idle.unparked.Load())))
+		t.Reset(bw.lookEvery(int(p.idle.unparked.Load())))
 		select {
 		case <-t.C:
 		case <-p.intake:
@@ -173,28 +154,18 @@ func (p *sched) watchBlocked() {
 	}
 }
 
-// hasRoom reports whether a node has room for a stand-in.
-func (p *sched) hasRoom() bool {
+// hasReserve reports whether a node has a worker in reserve.
+func (p *sched) hasReserve() bool {
 	for _, d := range p.domains {
-		if p.standInsOf(d).room.Load() > 0 {
+		if p.standInsOf(d).reserve.Load() > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// kickBlockWatch has a resting watch look again.
-func (p *sched) kickBlockWatch() {
-	if p.blocked.kick != nil {
-		select {
-		case p.blocked.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// interval is the time between looks with awake workers awake.
-func (bw *blockWatch) interval(awake int) time.Duration {
+// lookEvery is the time between looks with awake workers awake.
+func (bw *blockWatch) lookEvery(awake int) time.Duration {
 	return bw.every * time.Duration(max(1, awake/64))
 }
 
@@ -215,11 +186,11 @@ func (p *sched) lookBlocked(now time.Time) {
 		switch {
 		case blocked > cur && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork():
 			bw.calm[di] = 0
-			room := int(p.standInsOf(d).room.Load())
-			if blocked > room {
+			reserve := int(p.standInsOf(d).reserve.Load())
+			if blocked > reserve {
 				p.standInsOf(d).refused.Add(1)
 			}
-			next = max(cur, min(blocked, room))
+			next = max(cur, min(blocked, reserve))
 		case blocked < cur:
 			if bw.calm[di]++; bw.calm[di] >= standInCalm {
 				next, bw.calm[di] = cur-1, 0
@@ -281,7 +252,7 @@ func (p *sched) dropStandIns() {
 	}
 }
 
-// setStandIns makes want the domains' stand-ins, each within its room,
+// setStandIns makes want the domains' stand-ins, each within its reserve,
 // and runs the workers that makes (setRunningLocked). A Resize under
 // way has the lock: this look changes nothing, the next looks again.
 func (p *sched) setStandIns(want []int) {
@@ -296,7 +267,7 @@ func (p *sched) setStandIns(want []int) {
 func (p *sched) setStandInsLocked(want []int) {
 	bw := &p.blocked
 	for di, d := range p.domains {
-		want[di] = min(want[di], int(p.standInsOf(d).room.Load())) // a Resize may have shrunk it since
+		want[di] = min(want[di], int(p.standInsOf(d).reserve.Load())) // a Resize may have shrunk it since
 		if up := want[di] - bw.standIns[di]; up > 0 {
 			p.standInsOf(d).started.Add(uint64(up))
 		}
@@ -304,12 +275,4 @@ func (p *sched) setStandInsLocked(want []int) {
 		p.standInsOf(d).now.Store(int32(want[di]))
 	}
 	_ = p.setRunningLocked() // ErrClosed: the workers end anyway
-}
-
-// woke counts a worker that was parked as unparked; the first of them
-// after every worker parked starts the block watch's looks again.
-func (il *idle) woke() {
-	if il.unparked.Add(1) == 1 {
-		il.p.kickBlockWatch()
-	}
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// roomy is a pool of spec whose running workers are one per CPU of the
-// spec, with as many again placed for stand-ins (WithMaxWorkers).
-func roomy(t *testing.T, spec string, opts ...Option) *Pool {
+// withReserve is a pool of spec whose running workers are one per CPU of
+// the spec, with as many again placed in reserve (WithMaxWorkers).
+func withReserve(t *testing.T, spec string, opts ...Option) *Pool {
 	t.Helper()
 	if !threadCPUs {
 		t.Skip("no reading of threads' CPU clocks here: no block watch")
@@ -26,12 +26,12 @@ func roomy(t *testing.T, spec string, opts ...Option) *Pool {
 
 // TestStandInsRunWorkQueuedBehindBlockedTasks is the deadlock
 // without Worker.Block: every running worker blocks on a channel that a
-// task queued after them closes. On a pool with room, workers stand in
+// task queued after them closes. On a pool with workers in reserve, they stand in
 // and run it; once the blocked tasks return, the stand-ins retire.
 func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 	for _, spec := range []string{"1x1", "1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
-			p := roomy(t, spec)
+			p := withReserve(t, spec)
 			defer p.Close()
 			n := p.Size()
 			release := make(chan struct{})
@@ -71,7 +71,7 @@ func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 // TestComputeGetsNoStandIn: tasks that compute for long, with work queued
 // behind them, have the CPU all along: no stand-in starts.
 func TestComputeGetsNoStandIn(t *testing.T) {
-	p := roomy(t, "1x2")
+	p := withReserve(t, "1x2")
 	defer p.Close()
 	n := p.Size()
 	var done sync.WaitGroup
@@ -96,7 +96,8 @@ func TestComputeGetsNoStandIn(t *testing.T) {
 }
 
 // TestBlockWatchOff: WithBlockWatch(0) and NUMAPOOL_BLOCK_WATCH=0 start
-// no watch, and a pool without room has none either.
+// no watch, and a pool that can never have workers in reserve has none
+// either.
 func TestBlockWatchOff(t *testing.T) {
 	if !threadCPUs {
 		t.Skip("no block watch here")
@@ -107,17 +108,17 @@ func TestBlockWatchOff(t *testing.T) {
 		env   map[string]string
 		watch bool
 	}{
-		{"default with room", []Option{WithWorkers(2), WithMaxWorkers(4)}, nil, true},
+		{"default with a reserve", []Option{WithWorkers(2), WithMaxWorkers(4)}, nil, true},
 		{"option off", []Option{WithWorkers(2), WithMaxWorkers(4), WithBlockWatch(0)}, nil, false},
 		{"env off", []Option{WithWorkers(2), WithMaxWorkers(4)}, map[string]string{envBlockWatch: "0"}, false},
 		{"env 5ms", []Option{WithWorkers(2), WithMaxWorkers(4)}, map[string]string{envBlockWatch: "5ms"}, true},
-		{"no room ever", []Option{WithSpec("2x1")}, nil, false},
+		{"no reserve ever", []Option{WithSpec("2x1")}, nil, false},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := p.blocked.kick != nil; got != tc.watch {
+		if got := p.idle.watchKick != nil; got != tc.watch {
 			t.Errorf("%s: block watch running %v, want %v", tc.name, got, tc.watch)
 		}
 		if tc.name == "env 5ms" && p.blocked.every != 5*time.Millisecond {
@@ -138,7 +139,7 @@ func TestBlockWatchOff(t *testing.T) {
 // TestBlockWatchRestsInAnIdlePool: once every worker sleeps the watch
 // takes no look until one wakes.
 func TestBlockWatchRestsInAnIdlePool(t *testing.T) {
-	p := roomy(t, "1x2")
+	p := withReserve(t, "1x2")
 	defer p.Close()
 	var wg sync.WaitGroup
 	for range 100 {
@@ -170,7 +171,7 @@ func TestBlockWatchRestsInAnIdlePool(t *testing.T) {
 func TestStandInsCountedStream(t *testing.T) {
 	for _, spec := range []string{"1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
-			p := roomy(t, spec)
+			p := withReserve(t, spec)
 			max := p.Workers()
 			r, w, err := os.Pipe()
 			if err != nil {
@@ -260,7 +261,7 @@ func TestStandInsCountedStream(t *testing.T) {
 func TestStandInsForBlockedStrictGroupAndLoopWork(t *testing.T) {
 	for _, how := range []string{"strict", "group", "loop"} {
 		t.Run(how, func(t *testing.T) {
-			p := roomy(t, "2x2")
+			p := withReserve(t, "2x2")
 			defer p.Close()
 			d := p.domains[0]
 			node := p.Node(d.node.ID).Strict()
@@ -326,12 +327,12 @@ func TestStandInsForBlockedStrictGroupAndLoopWork(t *testing.T) {
 
 // TestStandInRunsWhatABlockedTaskSpawned: a task that spawns work and
 // waits for it on a sync.WaitGroup, unmarked, on a pool of one running
-// worker with room: a stand-in steals the work from the blocked worker's
+// worker and a reserve: a stand-in steals the work from the blocked worker's
 // LIFO slot and queue. (A caller that joined, as Run from outside does,
 // holds a seat on its own thread, which the watch does not read: a wait
 // there is not made up for.)
 func TestStandInRunsWhatABlockedTaskSpawned(t *testing.T) {
-	p := roomy(t, "1x1")
+	p := withReserve(t, "1x1")
 	defer p.Close()
 	within(t, hangBound, "the waiting task", func() {
 		done := make(chan struct{})
@@ -351,10 +352,10 @@ func TestStandInRunsWhatABlockedTaskSpawned(t *testing.T) {
 	})
 }
 
-// TestBlockWatchRestsWithoutRoom: a pool that runs every worker it placed
-// has no room, and its watch takes no look while a task sleeps; a Resize
-// that makes room wakes it.
-func TestBlockWatchRestsWithoutRoom(t *testing.T) {
+// TestBlockWatchRestsWithoutReserve: a pool that runs every worker it placed
+// has none in reserve, and its watch takes no look while a task sleeps;
+// a Resize that retires some wakes it.
+func TestBlockWatchRestsWithoutReserve(t *testing.T) {
 	if !threadCPUs {
 		t.Skip("no block watch here")
 	}
@@ -370,13 +371,13 @@ func TestBlockWatchRestsWithoutRoom(t *testing.T) {
 	}
 	sleep()
 	if got := p.blocked.looks.Load(); got != 0 {
-		t.Errorf("with no room, the block watch looked %d times", got)
+		t.Errorf("with none in reserve, the block watch looked %d times", got)
 	}
 	if err := p.Resize(1); err != nil {
 		t.Fatal(err)
 	}
 	sleep()
 	if got := p.blocked.looks.Load(); got < 5 {
-		t.Errorf("with room after a Resize, the block watch looked %d times while a task slept 30ms", got)
+		t.Errorf("with a reserve after a Resize, the block watch looked %d times while a task slept 30ms", got)
 	}
 }

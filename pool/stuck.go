@@ -186,7 +186,7 @@ func (p *sched) stuckText(rep *stuckReport) string {
 		}
 		parts = append(parts, fmt.Sprintf("node %d is stuck: every worker has been blocked in a task with work queued for the node: %s", d.node.ID, strings.Join(each, ", ")))
 	}
-	return strings.Join(parts, "; ") + " (mark waits with Worker.Block, wait through Group.Wait, Join or a Future, or give the pool room for workers to stand in with WithMaxWorkers)"
+	return strings.Join(parts, "; ") + " (mark waits with Worker.Block, wait through Group.Wait, Join or a Future, or give the pool workers in reserve to stand in with WithMaxWorkers)"
 }
 
 // stuckOf returns what the last look found stuck for worker id, if it did.
