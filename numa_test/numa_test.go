@@ -734,6 +734,44 @@ func TestSparesRunOnTheirNode(t *testing.T) {
 	}
 }
 
+// TestStandInsRunOnTheirNode: every running worker of every node blocks,
+// unmarked, in a strict task; workers in reserve stand in for them
+// (pool/standin.go), and the strict tasks that follow run on their node's
+// CPUs.
+func TestStandInsRunOnTheirNode(t *testing.T) {
+	topo := multiNode(t)
+	cpus := 0
+	for _, n := range topo.ComputeNodes() {
+		cpus += n.CPUs.Len()
+	}
+	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores} {
+		t.Run(b.String(), func(t *testing.T) {
+			nodes := len(topo.ComputeNodes())
+			// Two workers per CPU, of which one per node runs: a reserve on
+			// every node, also of one CPU (so not WithRequiredPlacement,
+			// which refuses more workers than CPUs).
+			p := newPool(t, pool.WithBinding(b), pool.WithWorkers(nodes), pool.WithMaxWorkers(2*cpus))
+			release := make(chan struct{})
+			var blocked sync.WaitGroup
+			for _, node := range p.Nodes() {
+				for range p.Stats().Nodes[nodeIndex(p, node)].Workers {
+					blocked.Add(1)
+					_ = p.Node(node).Strict().Submit(context.Background(), func(*pool.Worker) {
+						blocked.Done()
+						<-release // unmarked
+					})
+				}
+			}
+			blocked.Wait()
+			wrong, samples := strictOffNode(t, p, topo, 200)
+			close(release)
+			if st := p.Stats(); st.StandInsStarted == 0 || wrong > 0 {
+				t.Errorf("%d of %d strict tasks run beside blocked workers (%d stand-ins started) ran off their node", wrong, samples, st.StandInsStarted)
+			}
+		})
+	}
+}
+
 // strictOffNode submits n strict tasks to p's nodes in turn, each reading
 // the CPU it runs on, and returns how many ran off their node, of those
 // that read their CPU.
