@@ -36,10 +36,10 @@ import (
 // capability, with room for one or two more names: a capability added
 // since (CPU kinds: WithCPUKind and Worker.Kind; the latency histograms:
 // Histogram; following the machine: WithMachineWatch; work that blocks:
-// Worker.Block, WithSpares and WithStuckWarning; resizing: Resize, Size,
-// WithMaxWorkers and WorkerStats.Retired) raises it by what it
-// needs, in the change that adds it, so that a second form of an old
-// capability shows as a failure here.
+// Worker.Block, WithSpares, WithStuckWarning and WithBlockWatch;
+// resizing: Resize, Size, WithMaxWorkers and WorkerStats.Retired) raises
+// it by what it needs, in the change that adds it, so that a second form
+// of an old capability shows as a failure here.
 var packages = []struct {
 	dir string
 	max int
