@@ -484,6 +484,37 @@ func BenchmarkBlocking(b *testing.B) {
 	}
 }
 
+// BenchmarkBlockingLong is BenchmarkBlocking's sleep with waits of 20ms,
+// unmarked on a pool with a reserve of 510 workers (its 2 running need
+// hundreds to stand in: each worker computes for half a percent of its
+// time), against a goroutine per task; ns/op is per task.
+func BenchmarkBlockingLong(b *testing.B) {
+	const n, compute, blocked = 2000, 10 * time.Microsecond, 20 * time.Millisecond
+	run := func(b *testing.B, submit func(fn func())) {
+		for range b.N {
+			var wg sync.WaitGroup
+			wg.Add(n)
+			for i := range n {
+				submit(func() {
+					defer wg.Done()
+					if i%10 == 9 {
+						time.Sleep(blocked)
+					}
+					spinFor(compute)
+				})
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/task")
+	}
+	b.Run("unmarked-reserve", func(b *testing.B) {
+		p := benchPool(b, WithWorkers(2), WithMaxWorkers(512))
+		run(b, func(fn func()) { _ = p.Submit(context.Background(), func(*Worker) { fn() }) })
+		b.ReportMetric(float64(p.Stats().StandInsStarted)/float64(b.N), "stand-ins/op")
+	})
+	b.Run("goroutine", func(b *testing.B) { run(b, func(fn func()) { go fn() }) })
+}
+
 // readPipeAfter reads a byte from a new pipe that gets one after d.
 func readPipeAfter(d time.Duration) {
 	r, w, err := os.Pipe()

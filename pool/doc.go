@@ -345,8 +345,9 @@
 //     for less than a quarter of each of the last two intervals, inside a
 //     task on its own seat, and sleeps; a task that computes is never
 //     blocked. When a node
-//     has work queued and no worker idle, as many of its retired workers
-//     as it has blocked ones come back (its lowest IDs, as Resize brings
+//     has work queued and no worker idle, enough of its workers in
+//     reserve to keep its share busy (by its workers' CPU time; at least
+//     one per blocked worker) come back (its lowest IDs, as Resize brings
 //     them), each with its own ID, queue and PerWorker cell, so unmarked
 //     tasks keep theirs; they retire, at a task boundary, once fewer are
 //     blocked, or at once when every worker is parked. They count in Size

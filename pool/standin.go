@@ -42,17 +42,23 @@ import (
 // one: a locked worker the runtime preempted sleeps off its CPU until a
 // processor is free, which one interval may hold but seldom two.
 //
-// A node's stand-ins rise, up to its reserve, to the number of its workers
-// that count as blocked, at a look that finds work queued for the node
-// and none of its workers parked or searching (a stand-in helps only
-// then); a look that wants one more and finds none in reserve counts it
-// (StandInsRefused). They fall by one after standInCalm looks in a row
-// have found fewer blocked workers than stand-ins: a stand-in that is
-// retired at once would be started again at the next block, and starting
-// one costs a thread start and a bind. Stand-ins are workers like the
-// others: which of a node's workers run is Resize's rule, the lowest IDs,
-// for its share plus its stand-ins (setRunningLocked), and a stand-in
-// retires as a resized worker does, at its next task boundary.
+// A node's stand-ins rise at a look that finds one of its workers
+// blocked, work queued for the node and none of its workers parked (a
+// stand-in helps only then). They rise at once to what keeps the node's
+// share of workers (Resize's) busy, judged by the CPU time its workers
+// had over the interval (standInsFor: at most twice the running workers
+// at one look), and at least to one per blocked worker, up to the
+// node's reserve; a look that wants more than the reserve counts it
+// (StandInsRefused). At once, not one at a time: a worker that stands
+// in counts as blocked only two looks after it starts, and where tasks
+// block for most of each worker's time, the node needs hundreds. They
+// fall by one after standInCalm looks in a row have found fewer blocked
+// workers than stand-ins: a stand-in that is retired at once would be
+// started again at the next block, and starting one costs a thread start
+// and a bind. Stand-ins are workers like the others: which of a node's
+// workers run is Resize's rule, the lowest IDs, for its share plus its
+// stand-ins (setRunningLocked), and a stand-in retires as a resized
+// worker does, at its next task boundary.
 //
 // A pool with no worker in reserve has its watch at rest (a Resize
 // that retires some wakes it): blocked workers stop it as before, and the stuck watch says
@@ -176,21 +182,30 @@ func (p *sched) lookBlocked(now time.Time) {
 	var change []int // per domain, the stand-ins wanted where they change
 	for di, d := range p.domains {
 		blocked := 0
+		var busy, span time.Duration // the seen workers' CPU time, and the interval
 		for _, w := range d.workers {
-			if p.blockedSince(w, now) {
+			b, cpu, over := p.blockedSince(w, now)
+			if over > 0 {
+				busy, span = busy+cpu, over
+			}
+			if b {
 				blocked++
 			}
 		}
 		cur := int(p.standInsOf(d).now.Load())
 		next := cur
 		switch {
-		case blocked > cur && d.sleeping.Load() == 0 && d.searching.Load() == 0 && d.hasWork():
+		case blocked > 0 && d.sleeping.Load() == 0 && d.hasWork():
 			bw.calm[di] = 0
+			want := max(blocked, standInsFor(int(d.size.Load()), cur, busy, span))
+			if want <= cur {
+				break
+			}
 			reserve := int(p.standInsOf(d).reserve.Load())
-			if blocked > reserve {
+			if want > reserve {
 				p.standInsOf(d).refused.Add(1)
 			}
-			next = max(cur, min(blocked, reserve))
+			next = max(cur, min(want, reserve))
 		case blocked < cur:
 			if bw.calm[di]++; bw.calm[di] >= standInCalm {
 				next, bw.calm[di] = cur-1, 0
@@ -213,31 +228,59 @@ func (p *sched) lookBlocked(now time.Time) {
 	}
 }
 
+// standInsFor is how many stand-ins keep a node's share of workers busy,
+// for a node of running workers (stand-ins included) whose workers had
+// busy CPU time over the interval span: each running worker keeps about
+// its part of the CPU, so running*share/(busy/span) workers keep share
+// CPUs busy, at most twice running at one look (a node whose workers all
+// wait gets no reading of how much more it needs). It is what the
+// stand-ins rise to at once, not one look at a time: a worker that
+// stands in counts as blocked only two looks after it starts, and for
+// tasks that block for long (most of each worker's time) the node would
+// need hundreds of looks.
+func standInsFor(running, cur int, busy, span time.Duration) int {
+	share := running - cur
+	if share <= 0 || span <= 0 {
+		return 0
+	}
+	need := 2 * running
+	if busy > 0 {
+		need = min(need, int((time.Duration(running*share)*span+busy-1)/busy)) // ceil(running·share·span/busy)
+	}
+	return need - share
+}
+
 // blockedSince reports whether w counts as blocked since the last look
-// (see above), and records what this look saw.
-func (p *sched) blockedSince(w *Worker, now time.Time) bool {
+// (see above), and, where it was awake on its seat at both looks, the CPU
+// time its thread had over the interval between them (over > 0); it
+// records what this look saw.
+func (p *sched) blockedSince(w *Worker, now time.Time) (blocked bool, cpu, over time.Duration) {
 	s := &p.blocked.seen[w.id]
 	prev := *s
 	*s = threadSeen{}
 	if w.owner.ended.Load() || !p.awake(w.id) || w.seat.state.Load() != seatOwn || w.relay.busy.Load() != 0 {
-		return false
+		return false, 0, 0
 	}
 	tid := w.th.TID()
-	cpu, ok := threadCPUTime(tid)
+	t, ok := threadCPUTime(tid)
 	if !ok {
-		return false
+		return false, 0, 0
 	}
-	*s = threadSeen{at: now, tid: tid, cpu: cpu, parks: w.pub.v[parksField].Load()}
-	if prev.at.IsZero() || prev.tid != tid || prev.parks != s.parks || 4*(cpu-prev.cpu) >= now.Sub(prev.at) {
-		return false
+	*s = threadSeen{at: now, tid: tid, cpu: t, parks: w.pub.v[parksField].Load()}
+	if prev.at.IsZero() || prev.tid != tid || prev.parks != s.parks {
+		return false, 0, 0
+	}
+	cpu, over = t-prev.cpu, now.Sub(prev.at)
+	if 4*cpu >= over {
+		return false, cpu, over
 	}
 	// Off its CPU for blockedLooks looks in a row, and asleep now: not
 	// running, nor runnable waiting for a CPU (R).
 	if s.off = prev.off + 1; s.off < blockedLooks {
-		return false
+		return false, cpu, over
 	}
 	state, ok := threadState(tid)
-	return ok && (state == 'S' || state == 'D')
+	return ok && (state == 'S' || state == 'D'), cpu, over
 }
 
 // dropStandIns retires every stand-in: the pool is idle.
