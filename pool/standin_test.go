@@ -381,3 +381,27 @@ func TestBlockWatchRestsWithoutReserve(t *testing.T) {
 		t.Errorf("with a reserve after a Resize, the block watch looked %d times while a task slept 30ms", got)
 	}
 }
+
+// TestStandInsFor: the stand-ins that keep a node's share busy, from its
+// workers' CPU time over an interval.
+func TestStandInsFor(t *testing.T) {
+	const span = time.Millisecond
+	for _, tc := range []struct {
+		running, cur int
+		busy         time.Duration
+		want         int
+	}{
+		{2, 0, 0, 2},               // both wait: no reading, at most twice the running
+		{2, 0, span, 2},            // one CPU of two busy: twice the workers
+		{2, 0, 2 * span, 0},        // both busy: none
+		{4, 2, 2 * span, 2},        // the stand-ins keep the share busy: as many as now
+		{200, 198, span, 398},      // each worker busy half a percent: 400 in all
+		{200, 198, span / 10, 398}, // busier need, but at most twice the running at one look
+		{3, 0, 3 * span / 2, 3},    // 1.5 of 3 CPUs busy: twice the workers
+		{0, 0, 0, 0},               // nothing runs
+	} {
+		if got := standInsFor(tc.running, tc.cur, tc.busy, span); got != tc.want {
+			t.Errorf("standInsFor(%d running, %d standing in, busy %v of %v) = %d, want %d", tc.running, tc.cur, tc.busy, span, got, tc.want)
+		}
+	}
+}
