@@ -610,11 +610,12 @@ func (il *idle) takeOff(w *Worker) {
 	il.woke()
 }
 
-// wakeAll wakes every worker (Close, Shutdown).
+// wakeAll wakes every worker (Close, Shutdown), and the block watch.
 func (il *idle) wakeAll() {
 	for _, w := range il.p.workers {
 		w.wake()
 	}
+	il.kick() // the block watch looks on while closing, and ends with the pool
 }
 
 // beforeSleep is the one decision a worker of domain from takes, once

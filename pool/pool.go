@@ -186,7 +186,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p := &sched{cfg: cfg, topo: pl.Topo, degraded: pl.Degraded, notes: pl.Notes, claim: pl.Claim, started: time.Now(), threadsLeft: int64(min(pl.ThreadsLeft, math.MaxInt32)),
 		intake: make(chan struct{}), done: make(chan struct{})}
-	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
+	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Running: p.runningByShare, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
 	var nodeWorkers [][]int
 	for gi, gp := range pl.Nodes {
 		d := &domain{index: gi, node: gp.Node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.Dist}
@@ -292,6 +292,19 @@ func (p *sched) look(now time.Time) {
 		p.idle.procs.Store(int32(m.Read.Procs))
 	}
 	p.lookStuck(now)
+}
+
+// runningByShare is how many workers run by Resize's shares: those not
+// retired, less those standing in for blocked ones (standin.go), which
+// take the CPUs the blocked ones leave.
+func (p *sched) runningByShare() int {
+	n := int(p.idle.n.Load())
+	if p.blocked.nodes != nil {
+		for _, d := range p.domains {
+			n -= int(p.standInsOf(d).now.Load())
+		}
+	}
+	return n
 }
 
 // awake reports whether worker id is awake: on a CPU, not parked.

@@ -49,7 +49,8 @@ import (
 // How a worker comes back. Under idle.mu, a worker marked but not yet
 // retired is simply unmarked. For a retired one Resize first waits until
 // its last goroutine has ended (alive), so that no two goroutines ever
-// hold it; then, under idle.mu and only while the pool still runs, it
+// hold it; then, under idle.mu and only while the pool still runs (for
+// a stand-in, standin.go, also while Close drains it), it
 // registers it as New's workers start (parked on its node's sleepers'
 // list, or awake where workers never sleep) and counts it in sched.live,
 // and a new goroutine binds its thread and sleeps until work wakes it.
@@ -126,7 +127,8 @@ func (p *sched) resize(n int) error {
 		return ErrClosed
 	}
 	p.setBase(shares(n, p.domains))
-	return p.setRunningLocked()
+	_, err := p.setRunningLocked(false)
+	return err
 }
 
 // setBase makes base each domain's share of the running workers, and the
@@ -151,14 +153,19 @@ func (p *sched) setBase(base []int) {
 
 // setRunningLocked keeps running, in each domain, its base plus its
 // stand-ins of its workers, the lowest IDs, retiring the others and
-// bringing back retired ones (see above). p.resizeMu must be held.
-func (p *sched) setRunningLocked() error {
+// bringing back retired ones (see above), and returns those brought back.
+// A Resize changes nothing once Close has begun; the block watch's
+// stand-ins (standIns) also come while Close drains the pool, since a
+// blocked task may wait for work queued behind it: a worker brought back
+// then is counted live under idle.mu before the drain can be declared,
+// as above. p.resizeMu must be held.
+func (p *sched) setRunningLocked(standIns bool) ([]*Worker, error) {
 	il := &p.idle
 	var back, asleep []*Worker
 	il.mu.Lock()
-	if p.state.Load() != running {
+	if !p.mayRun(standIns) {
 		il.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	for i, d := range p.domains {
 		want := p.base[i]
@@ -187,7 +194,7 @@ func (p *sched) setRunningLocked() error {
 		w.wake() // to end its goroutine
 	}
 	if len(back) == 0 {
-		return nil
+		return nil, nil
 	}
 	// A retired worker's goroutine ends on its own (it is retired, and
 	// woken if it was asleep); only then is the worker brought back, so
@@ -196,9 +203,9 @@ func (p *sched) setRunningLocked() error {
 		w.alive.Wait()
 	}
 	il.mu.Lock()
-	if p.state.Load() != running {
+	if !p.mayRun(standIns) {
 		il.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	for _, w := range back {
 		w.retire.Store(false)
@@ -218,5 +225,12 @@ func (p *sched) setRunningLocked() error {
 	}
 	// Work queued meanwhile wakes them as a parker's re-check would.
 	p.wakeForPending(back[0].domain, nil)
-	return nil
+	return back, nil
+}
+
+// mayRun reports whether workers may be brought back now: while the pool
+// runs, and for stand-ins also while Close drains it.
+func (p *sched) mayRun(standIns bool) bool {
+	st := p.state.Load()
+	return st == running || standIns && st == closing
 }

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 )
@@ -38,9 +39,12 @@ import (
 // in /proc/self/task/TID/stat). A task that computes has the CPU, or at
 // least its share of a CPU it shares with other processes, and never
 // counts; one that waits on I/O, a lock or a channel, or sleeps, does,
-// and so does a worker whose short tasks mostly wait. Two intervals, not
-// one: a locked worker the runtime preempted sleeps off its CPU until a
-// processor is free, which one interval may hold but seldom two.
+// and so does a worker whose short tasks mostly wait. A locked worker
+// that waits for a processor (more workers than GOMAXPROCS, or one the
+// runtime preempted) also sleeps off its CPU; the runtime counts it
+// runnable, so a look takes as many of the blocked as goroutines wait
+// for a processor to be waiting for one (a stand-in would only wait with
+// them), and two intervals, not one, keep a short wait from counting.
 //
 // A node's stand-ins rise at a look that finds one of its workers
 // blocked, work queued for the node and none of its workers parked (a
@@ -61,8 +65,10 @@ import (
 // worker does, at its next task boundary.
 //
 // A pool with no worker in reserve has its watch at rest (a Resize
-// that retires some wakes it): blocked workers stop it as before, and the stuck watch says
-// so (stuck.go). The watch counts among the live workers, so Close
+// that retires some wakes it): blocked workers stop it as before, and the
+// stuck watch says so (stuck.go). The watch looks on while Close drains
+// the pool, since a blocked task may wait for work queued behind it, and
+// stand-ins start then too; it counts among the live workers, so Close
 // returns after it has ended.
 
 // blockedLooks is how many looks in a row must find a worker's thread
@@ -83,6 +89,8 @@ type blockWatch struct {
 	seen     []threadSeen   // per worker: at the last look
 	looks    atomic.Uint64  // looks taken (tests)
 	nodes    []nodeStandIns // per domain
+	found    []nodeLook     // per domain: the last look's findings (the watch's goroutine)
+	runnable [1]metrics.Sample
 }
 
 // threadSeen is a worker's thread as the last look saw it.
@@ -118,6 +126,8 @@ func (p *sched) initBlockWatch() {
 		return
 	}
 	bw.calm = make([]int, len(p.domains))
+	bw.found = make([]nodeLook, len(p.domains))
+	bw.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	bw.seen = make([]threadSeen, len(p.workers))
 	p.idle.watchKick = make(chan struct{}, 1)
 }
@@ -130,31 +140,31 @@ func (p *sched) startBlockWatch() {
 	}
 }
 
-// watchBlocked is the watch's goroutine.
+// watchBlocked is the watch's goroutine. It looks on while Close drains
+// the pool (a blocked task may wait for work queued behind it, which
+// Close runs), and ends once the pool is ending: idle.wakeAll kicks it.
 func (p *sched) watchBlocked() {
 	defer p.workerEnded()
 	bw := &p.blocked
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	for {
+	for !p.ending() {
 		if p.idle.unparked.Load() == 0 || !p.hasReserve() {
 			// Every worker parked: nothing is blocked, no stand-in is
-			// needed, and the look after the wait starts over. None in reserve:
-			// nothing a look could do until a Resize makes some.
+			// needed, and the look after the wait starts over. None in
+			// reserve: nothing a look could do until a Resize retires
+			// some.
 			p.dropStandIns()
 			clear(bw.seen)
-			select {
-			case <-p.idle.watchKick:
-			case <-p.intake:
-				return
-			}
+			<-p.idle.watchKick
 			continue
 		}
 		t.Reset(bw.lookEvery(int(p.idle.unparked.Load())))
 		select {
 		case <-t.C:
-		case <-p.intake:
-			return
+		case <-p.idle.watchKick: // perhaps the end: the loop looks
+			t.Stop()
+			continue
 		}
 		p.lookBlocked(time.Now())
 	}
@@ -179,25 +189,41 @@ func (bw *blockWatch) lookEvery(awake int) time.Duration {
 func (p *sched) lookBlocked(now time.Time) {
 	bw := &p.blocked
 	bw.looks.Add(1)
-	var change []int // per domain, the stand-ins wanted where they change
+	// First what each node's workers did since the last look.
+	total := 0
 	for di, d := range p.domains {
-		blocked := 0
-		var busy, span time.Duration // the seen workers' CPU time, and the interval
+		n := &bw.found[di]
+		*n = nodeLook{}
 		for _, w := range d.workers {
 			b, cpu, over := p.blockedSince(w, now)
 			if over > 0 {
-				busy, span = busy+cpu, over
+				n.busy, n.span = n.busy+cpu, over
 			}
 			if b {
-				blocked++
+				n.blocked++
 			}
 		}
+		total += n.blocked
+	}
+	if total == 0 && !p.anyStandIns() {
+		return
+	}
+	// A locked worker that waits for a processor sleeps off its CPU as a
+	// blocked one does, but the runtime counts it runnable: as many
+	// blocked workers as goroutines wait for a processor are taken as
+	// waiting for one (a stand-in would wait too).
+	waiting := p.runnableNow()
+	var change []int // per domain, the stand-ins wanted where they change
+	for di, d := range p.domains {
+		n := &bw.found[di]
+		take := min(waiting, n.blocked)
+		n.blocked, waiting = n.blocked-take, waiting-take
 		cur := int(p.standInsOf(d).now.Load())
 		next := cur
 		switch {
-		case blocked > 0 && d.sleeping.Load() == 0 && d.hasWork():
+		case n.blocked > 0 && d.sleeping.Load() == 0 && d.hasWork():
 			bw.calm[di] = 0
-			want := max(blocked, standInsFor(int(d.size.Load()), cur, busy, span))
+			want := max(n.blocked, standInsFor(int(d.size.Load()), cur, n.busy, n.span))
 			if want <= cur {
 				break
 			}
@@ -206,7 +232,7 @@ func (p *sched) lookBlocked(now time.Time) {
 				p.standInsOf(d).refused.Add(1)
 			}
 			next = max(cur, min(want, reserve))
-		case blocked < cur:
+		case n.blocked < cur:
 			if bw.calm[di]++; bw.calm[di] >= standInCalm {
 				next, bw.calm[di] = cur-1, 0
 			}
@@ -226,6 +252,34 @@ func (p *sched) lookBlocked(now time.Time) {
 	if change != nil {
 		p.setStandIns(change)
 	}
+}
+
+// nodeLook is what one look found of a node's workers: how many count as
+// blocked, and the CPU time of those it saw over the interval span.
+type nodeLook struct {
+	blocked    int
+	busy, span time.Duration
+}
+
+// anyStandIns reports whether a node has stand-ins now.
+func (p *sched) anyStandIns() bool {
+	for _, d := range p.domains {
+		if p.standInsOf(d).now.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// runnableNow is the runtime's count of goroutines waiting for a
+// processor.
+func (p *sched) runnableNow() int {
+	s := p.blocked.runnable[:]
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int(s[0].Value.Uint64())
 }
 
 // standInsFor is how many stand-ins keep a node's share of workers busy,
@@ -311,11 +365,11 @@ func (p *sched) setStandInsLocked(want []int) {
 	bw := &p.blocked
 	for di, d := range p.domains {
 		want[di] = min(want[di], int(p.standInsOf(d).reserve.Load())) // a Resize may have shrunk it since
-		if up := want[di] - bw.standIns[di]; up > 0 {
-			p.standInsOf(d).started.Add(uint64(up))
-		}
 		bw.standIns[di] = want[di]
 		p.standInsOf(d).now.Store(int32(want[di]))
 	}
-	_ = p.setRunningLocked() // ErrClosed: the workers end anyway
+	back, _ := p.setRunningLocked(true) // ErrClosed: the workers end anyway
+	for _, w := range back {
+		p.standInsOf(w.domain).started.Add(1)
+	}
 }

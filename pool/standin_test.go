@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,30 +70,112 @@ func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 }
 
 // TestComputeGetsNoStandIn: tasks that compute for long, with work queued
-// behind them, have the CPU all along: no stand-in starts.
+// behind them, have the CPU all along: no stand-in starts. Also with more
+// running workers than GOMAXPROCS (1x4, 2x2 on a machine of 2): those
+// waiting for a processor sleep off their CPU, and the runtime counts
+// them runnable.
 func TestComputeGetsNoStandIn(t *testing.T) {
+	for _, spec := range []string{"1x2", "1x4", "2x2"} {
+		t.Run(spec, func(t *testing.T) {
+			p := withReserve(t, spec)
+			defer p.Close()
+			n := p.Size()
+			var done sync.WaitGroup
+			for range 2 * n {
+				done.Add(1)
+				mustSubmit(t, p, func(*Worker) { defer done.Done(); spinFor(100 * time.Millisecond) })
+			}
+			for range 100 {
+				done.Add(1)
+				mustSubmit(t, p, func(*Worker) { done.Done() })
+			}
+			done.Wait()
+			if got := p.Stats().StandInsStarted; got != 0 {
+				t.Errorf("%d stand-ins started for tasks that computed (%d workers running, GOMAXPROCS %d)", got, n, runtime.GOMAXPROCS(0))
+			}
+			// The watch needs a processor, which the computing workers
+			// hold but for the runtime's preemptions: it looks less often
+			// than its interval, but it looks.
+			if looks := p.blocked.looks.Load(); looks < 5 {
+				t.Errorf("the block watch looked %d times in 200ms", looks)
+			}
+		})
+	}
+}
+
+// TestCloseRunsWorkQueuedBehindBlockedTasks: Close drains a pool whose
+// running worker waits, unmarked, for work queued behind it (a channel a
+// later task closes; spawned tasks it waits for on a WaitGroup): the
+// watch looks on while Close drains, and a stand-in runs that work.
+func TestCloseRunsWorkQueuedBehindBlockedTasks(t *testing.T) {
+	t.Run("channel", func(t *testing.T) {
+		p := withReserve(t, "1x1")
+		release := make(chan struct{})
+		started := make(chan struct{})
+		mustSubmit(t, p, func(*Worker) { close(started); <-release })
+		<-started
+		mustSubmit(t, p, func(*Worker) { close(release) })
+		within(t, hangBound, "Close after a blocked task and its releaser", func() {
+			if err := p.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	t.Run("spawned", func(t *testing.T) {
+		p := withReserve(t, "1x1")
+		started := make(chan struct{})
+		mustSubmit(t, p, func(w *Worker) {
+			close(started)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				w.Spawn(func(*Worker) { wg.Done() })
+			}
+			wg.Wait()
+		})
+		<-started
+		within(t, hangBound, "Close after a task waiting for its spawns", func() {
+			if err := p.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+}
+
+// TestStandInsStartedCountsWorkersBroughtBack: a stand-in slot that a
+// worker still running (marked to retire by a Resize, and blocked) fills
+// starts no worker, and StandInsStarted does not count it.
+func TestStandInsStartedCountsWorkersBroughtBack(t *testing.T) {
 	p := withReserve(t, "1x2")
 	defer p.Close()
-	n := p.Size()
-	var done sync.WaitGroup
-	for range n {
+	release := make(chan struct{})
+	var blocked, done sync.WaitGroup
+	blocked.Add(2)
+	for range 2 {
 		done.Add(1)
-		_ = p.Submit(ctx, func(*Worker) { defer done.Done(); spinFor(200 * time.Millisecond) })
+		mustSubmit(t, p, func(*Worker) { defer done.Done(); blocked.Done(); <-release })
 	}
-	for range 100 {
-		done.Add(1)
-		_ = p.Submit(ctx, func(*Worker) { done.Done() })
+	blocked.Wait()
+	if err := p.Resize(1); err != nil { // marks worker 1, blocked, to retire
+		t.Fatal(err)
 	}
+	ran, hold := make(chan struct{}), make(chan struct{})
+	done.Add(1)
+	mustSubmit(t, p, func(*Worker) { defer done.Done(); close(ran); <-hold })
+	within(t, hangBound, "the task queued behind the blocked ones", func() { <-ran })
+	st := p.Stats()
+	brought := 0
+	for _, ws := range st.Workers[2:] { // workers 0 and 1 never retired
+		if !ws.Retired {
+			brought++
+		}
+	}
+	if st.StandInsStarted != uint64(brought) {
+		t.Errorf("StandInsStarted = %d, but %d workers were brought back (StandIns %d)", st.StandInsStarted, brought, st.StandIns)
+	}
+	close(hold)
+	close(release)
 	done.Wait()
-	if got := p.Stats().StandInsStarted; got != 0 {
-		t.Errorf("%d stand-ins started for tasks that computed", got)
-	}
-	// The watch needs a processor, which the computing workers hold
-	// but for the runtime's preemptions: it looks less often than its
-	// interval, but it looks.
-	if looks := p.blocked.looks.Load(); looks < 5 {
-		t.Errorf("the block watch looked %d times in 200ms", looks)
-	}
 }
 
 // TestBlockWatchOff: WithBlockWatch(0) and NUMAPOOL_BLOCK_WATCH=0 start

@@ -30,6 +30,8 @@ type Placer struct {
 	// awake reports whether a worker is awake (on a CPU): spreading
 	// counts only those.
 	awake func(worker int) bool
+	// running reports how many workers run; nil: every worker placed.
+	running func() int
 
 	watchEvery time.Duration  // the monitor's interval for this pool; 0: no looks
 	source     func() Reading // a test's reading in place of the reference thread's
@@ -55,6 +57,8 @@ type Options struct {
 	Binding pin.Binding
 	// Awake reports whether worker id is awake (on a CPU).
 	Awake func(id int) bool
+	// Running reports how many workers run (not in reserve); nil: all.
+	Running func() int
 	// Watch is the monitor's interval for the pool; 0: it does not look.
 	Watch time.Duration
 	// Source reads the machine in place of the reference thread (tests).
@@ -66,7 +70,7 @@ type Options struct {
 // machine as first read (FirstReading), with a Thread for each worker in
 // the plan's order: node by node, each node's CPUs in order.
 func NewPlacer(pl *Plan, first Reading, o Options) *Placer {
-	p := &Placer{topo: pl.Topo, binding: o.Binding, awake: o.Awake, watchEvery: o.Watch, source: o.Source, started: o.Started}
+	p := &Placer{topo: pl.Topo, binding: o.Binding, awake: o.Awake, running: o.Running, watchEvery: o.Watch, source: o.Source, started: o.Started}
 	cpus := first.PC.Usable()
 	p.machine.Store(&Machine{Read: first, CPUs: cpus, At: o.Started})
 	p.startCPUs = cpus
@@ -310,6 +314,15 @@ func (p *Placer) Report(b *strings.Builder) {
 	}
 }
 
+// runningNow is how many workers run: those placed but in reserve (the
+// pool's WithMaxWorkers and Resize) take no CPU.
+func (p *Placer) runningNow() int {
+	if p.running == nil {
+		return len(p.threads)
+	}
+	return p.running()
+}
+
 // Degraded lists how the placement is degraded by the machine as it is
 // now: workers off their planned CPUs, threads narrowed from outside,
 // fewer processors than workers, CPUs the pool has no worker for.
@@ -321,8 +334,8 @@ func (p *Placer) Degraded() []string {
 			out = append(out, fmt.Sprintf("worker %d (node %d) on CPUs %s now: %s", t.worker, p.nodes[t.home].ID, n.CPUs, n.Why))
 		}
 	}
-	if procs := st.Read.Procs; procs > 0 && procs < len(p.threads) && p.binding.LocksThread() {
-		out = append(out, fmt.Sprintf("GOMAXPROCS is %d, below the %d workers: the locked workers take turns on %d processors", procs, len(p.threads), procs))
+	if procs, n := st.Read.Procs, p.runningNow(); procs > 0 && procs < n && p.binding.LocksThread() {
+		out = append(out, fmt.Sprintf("GOMAXPROCS is %d, below the %d workers that run: the locked workers take turns on %d processors", procs, n, procs))
 	}
 	if extra := st.CPUs.AndNot(p.startCPUs); !p.startCPUs.IsEmpty() && !extra.IsEmpty() {
 		out = append(out, fmt.Sprintf("CPUs %s came to the process after New: the pool has no worker for them (reported only)", extra))
@@ -426,7 +439,7 @@ func (p *Placer) ReportLaunch(b *strings.Builder) {
 	for i, t := range p.threads {
 		bound[i] = t.Mask()
 	}
-	for _, w := range info.Warnings(len(p.threads), bound...) {
+	for _, w := range info.Warnings(p.runningNow(), bound...) {
 		fmt.Fprintf(b, "warning: %s\n", w)
 	}
 }

@@ -156,11 +156,12 @@ func NewPlan(r Request) (*Plan, error) {
 		return nil, fmt.Errorf("pool: placement degraded (WithRequiredPlacement): %s cannot cover %d nodes", plural(workers, "worker"), len(nodes))
 	}
 	counts := apportion(workers, nodes)
+	starting := apportion(p.Start, nodes) // beyond them, workers wait in reserve and take no CPU
 	for i, n := range nodes {
 		if counts[i] == 0 {
 			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d gets no worker (%s for %d nodes)", n.ID, plural(workers, "worker"), len(nodes)))
-		} else if counts[i] > n.CPUs.Len() {
-			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d: %d workers on %s", n.ID, counts[i], plural(n.CPUs.Len(), "CPU")))
+		} else if starting[i] > n.CPUs.Len() {
+			p.Degraded = append(p.Degraded, fmt.Sprintf("node %d: %d workers on %s", n.ID, starting[i], plural(n.CPUs.Len(), "CPU")))
 		}
 	}
 	if r.Required && len(p.Degraded) > 0 {
