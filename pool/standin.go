@@ -17,20 +17,20 @@ import (
 // worker's PerWorker cell across the wait; only the task can say it is
 // at a safe place, which is what Block is. What the pool can do, as
 // Java's ForkJoinPool adds a worker up to its maximum pool size, is run
-// another worker beside it: one New placed but does not run, a worker in
-// reserve (WithMaxWorkers places them, a Resize retires them), with its own ID,
-// queue and PerWorker cell. Such a worker stands in. It takes the node's
+// another worker beside it: one New placed but does not run, a worker
+// in reserve (WithMaxWorkers places them, a Resize retires them), with
+// its own ID, queue and PerWorker cell. Such a worker stands in. It takes the node's
 // shards and steals the blocked worker's queued work (its run queue,
 // LIFO slot and join slot are open to thieves) on the node's CPUs, so
 // node locality and strict work keep their rules.
 //
 // The block watch. A goroutine of the pool (not locked, not bound) looks
 // every interval (WithBlockWatch, 1ms by default; longer in proportion
-// in a pool of more than 64 awake workers, so that a look costs about the
-// same share of a CPU) while some worker is awake and some node has workers in reserve;
-// once every worker is parked it waits for the first to wake
-// (idle.watchKick), so an idle pool costs it nothing, and nothing on a
-// worker's path is added. At a look, a worker counts as blocked when it
+// in a pool of more than 64 awake workers, so that a look costs about
+// the same share of a CPU) while some worker is awake and some node has
+// workers in reserve; once every worker is parked it waits for the first
+// to wake (idle.watchKick), so an idle pool costs it nothing, and nothing
+// on a worker's path is added. At a look, a worker counts as blocked when it
 // has been awake on its own seat (not parked, not lent to a caller, not
 // in Block, no park in between) since the look before the last, its
 // thread has had the CPU for less than a quarter of each of the two
