@@ -740,10 +740,7 @@ func TestSparesRunOnTheirNode(t *testing.T) {
 // CPUs.
 func TestStandInsRunOnTheirNode(t *testing.T) {
 	topo := multiNode(t)
-	cpus := 0
-	for _, n := range topo.ComputeNodes() {
-		cpus += n.CPUs.Len()
-	}
+	cpus := computeCPUs(topo)
 	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores} {
 		t.Run(b.String(), func(t *testing.T) {
 			nodes := len(topo.ComputeNodes())
@@ -770,6 +767,15 @@ func TestStandInsRunOnTheirNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// computeCPUs is the number of CPUs of topo's nodes that have CPUs.
+func computeCPUs(topo *topology.Topology) int {
+	cpus := 0
+	for _, n := range topo.ComputeNodes() {
+		cpus += n.CPUs.Len()
+	}
+	return cpus
 }
 
 // strictOffNode submits n strict tasks to p's nodes in turn, each reading
@@ -814,10 +820,7 @@ func nodeIndex(p *pool.Pool, node int) int {
 // node's CPUs, and strict work runs on its node throughout.
 func TestResizedWorkersRunOnTheirNode(t *testing.T) {
 	topo := multiNode(t)
-	cpus := 0
-	for _, n := range topo.ComputeNodes() {
-		cpus += n.CPUs.Len()
-	}
+	cpus := computeCPUs(topo)
 	for _, b := range []pin.Binding{pin.NUMADomains, pin.Cores} {
 		t.Run(b.String(), func(t *testing.T) {
 			nodes := len(topo.ComputeNodes())
