@@ -487,7 +487,8 @@ func BenchmarkBlocking(b *testing.B) {
 // BenchmarkBlockingLong is BenchmarkBlocking's sleep with waits of 20ms,
 // unmarked on a pool with a reserve of 510 workers (its 2 running need
 // hundreds to stand in: each worker computes for half a percent of its
-// time), against a goroutine per task; ns/op is per task.
+// time), against a goroutine per task; ns/task is per task, ns/op per
+// run of 2,000.
 func BenchmarkBlockingLong(b *testing.B) {
 	const n, compute, blocked = 2000, 10 * time.Microsecond, 20 * time.Millisecond
 	run := func(b *testing.B, submit func(fn func())) {

@@ -341,22 +341,24 @@
 //     for blocked ones, as Java's ForkJoinPool adds workers up to its
 //     maximum pool size. The block watch (standin.go) looks every
 //     millisecond while a worker is awake (WithBlockWatch,
-//     NUMAPOOL_BLOCK_WATCH; 0 turns it off) and counts a worker as blocked
-//     when its thread has had the CPU for less than a quarter of each of
-//     the last two intervals, inside a task on its own seat, and sleeps,
-//     less as many as goroutines wait for a processor; a task that
-//     computes is never blocked. When a node has work queued and no
-//     worker idle, enough of its workers in reserve to keep its share
-//     busy (by its workers' CPU time; at least one per blocked worker)
-//     come back (its lowest IDs, as Resize brings them), each with its own
-//     ID, queue and PerWorker cell, so unmarked tasks keep theirs; they
-//     retire, at a task boundary, once fewer are blocked, or at once when
-//     every worker is parked. The watch looks on while Close drains the
+//     NUMAPOOL_BLOCK_WATCH; 0 turns it off; Linux only). A worker counts
+//     as blocked when, inside a task on its own seat, its thread has had
+//     the CPU for less than a quarter of each of the last two intervals
+//     and sleeps now; workers that wait for a processor (more awake
+//     workers than GOMAXPROCS) are not counted. A task that computes is
+//     never blocked. When a node has blocked workers, work queued and
+//     none of its workers parked, enough of its workers in reserve to
+//     keep its share busy (by its workers' CPU time; at least one per
+//     blocked worker) come back (its lowest IDs, as Resize brings them),
+//     each with its own ID, queue and PerWorker cell, so unmarked tasks
+//     keep theirs. They retire one at a time, at a task boundary, after 20
+//     looks in a row find fewer blocked workers than stand-ins, and all at
+//     once when every worker is parked. The watch looks on while Close drains the
 //     pool. Stand-ins count in Size beyond Resize's n; Stats shows them
-//     (StandIns, StandInsStarted, and StandInsRefused for looks that found
-//     none in reserve). The watch costs a system call per awake worker per
-//     look, nothing on a worker's path, and nothing once every worker is
-//     parked or while no node has a worker in reserve. A caller from
+//     (StandIns, StandInsStarted, and StandInsRefused for looks that
+//     wanted more than the node has in reserve). The watch costs a system
+//     call per awake worker per look, nothing per task, and nothing once
+//     every worker is parked or while no node has a worker in reserve. A caller from
 //     outside that joined (Run) holds its seat on its own thread, and a
 //     spare holds a seat for a task in Block: the watch reads neither, so
 //     an unmarked wait there is not made up for. Tests:

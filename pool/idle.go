@@ -206,7 +206,7 @@ type idle struct {
 	// beyond half of it would only wait for a processor (tryStartSearching).
 	procs atomic.Int32
 	// watchKick hears from the first worker to wake after every worker
-	// parked, and from a Resize that made room: the block watch
+	// parked, and from a Resize that put workers in reserve: the block watch
 	// (standin.go) rests until then. nil: no watch.
 	watchKick chan struct{}
 	_         [64]byte

@@ -178,12 +178,12 @@ func WithMachineWatch(interval time.Duration) Option {
 // WithBlockWatch sets how often the block watch looks for workers whose
 // tasks block without Worker.Block (default 1ms), or turns it off with
 // 0. Where the pool has workers in reserve (placed by WithMaxWorkers
-// beyond those running, or retired by a Resize), a worker whose thread has been off the
-// CPU for most of two looks' intervals inside a task, on a node with work
-// queued and no worker idle, gets another of its node's workers to stand
-// in for it until it runs again ("Work that blocks" in the package doc).
-// A pool with none in reserve has its watch at rest. NUMAPOOL_BLOCK_WATCH sets it from the
-// environment.
+// beyond those running, or retired by a Resize), a node with blocked
+// workers, work queued and none of its workers parked brings back
+// enough of them to keep its share of workers busy; they retire once
+// fewer are blocked ("Tasks that block" in the package doc). A pool with
+// none in reserve has its watch at rest. Linux only: elsewhere there is
+// no watch. NUMAPOOL_BLOCK_WATCH sets it from the environment.
 func WithBlockWatch(interval time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if interval < 0 {
@@ -230,10 +230,13 @@ func WithWorkers(n int) Option {
 // WithMaxWorkers places m workers, of which New starts WithWorkers'
 // count (without WithWorkers, the default count, at most m): with
 // WithMaxWorkers(8) and WithWorkers(2) the pool can grow from 2 workers
-// to 8. Resize starts the others (see Resizing). The m workers are
-// spread over the nodes and CPUs as WithWorkers(m) would spread them
-// (more than the CPUs share them, as Explain says); the pool claims their
-// CPUs, and the thread limits New checks count all m.
+// to 8. Resize starts the others (see Resizing), and they stand in for
+// workers whose tasks block (WithBlockWatch). The m workers are spread
+// over the nodes and CPUs as WithWorkers(m) would spread them; those
+// beyond the CPUs share them, which Explain reports as degraded only
+// for the workers that start (the others take no CPU until they run).
+// The pool claims their CPUs, and the thread limits New checks count all
+// m.
 func WithMaxWorkers(m int) Option {
 	return optionFunc(func(c *config) error {
 		if m < 1 {
@@ -306,7 +309,7 @@ func WithNodes(ids ...int) Option {
 // WithRequiredPlacement makes New fail when the placement asked for
 // cannot be honoured instead of degrading and recording why in Explain:
 // on every degradation Explain would report (pinning refused, a node
-// asked for that has no CPU, more workers than a node's CPUs, a
+// asked for that has no CPU, more starting workers than a node's CPUs, a
 // synthetic topology on fewer CPUs than it names), and on a NUMAPOOL_*
 // variable the pool does not know, which may be a misspelled setting.
 func WithRequiredPlacement() Option {

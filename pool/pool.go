@@ -186,7 +186,7 @@ func newPool(opts []Option, lookup func(string) (string, bool)) (*Pool, error) {
 	}
 	p := &sched{cfg: cfg, topo: pl.Topo, degraded: pl.Degraded, notes: pl.Notes, claim: pl.Claim, started: time.Now(), threadsLeft: int64(min(pl.ThreadsLeft, math.MaxInt32)),
 		intake: make(chan struct{}), done: make(chan struct{})}
-	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Running: p.runningByShare, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
+	p.placer = place.NewPlacer(pl, rd, place.Options{Binding: cfg.binding, Awake: p.awake, Share: p.runningByShare, Watch: cfg.watch, Source: cfg.machine, Started: p.started})
 	var nodeWorkers [][]int
 	for gi, gp := range pl.Nodes {
 		d := &domain{index: gi, node: gp.Node, inject: queue.NewInjectShard[item](), pinned: queue.NewInjectShard[item](), dist: gp.Dist}

@@ -69,8 +69,8 @@ import (
 // GOMAXPROCS. The pool does not resize itself when GOMAXPROCS falls
 // below its running workers (Go lowers it under a container's CPU quota):
 // a locked worker with no processor waits for one, asleep, and takes no
-// CPU time from the others, so a pool that kept only GOMAXPROCS workers
-// ran no faster where it was measured (CHANGELOG.md). Explain says
+// CPU time from the others, so keeping only GOMAXPROCS workers is not
+// shown to pay (the figures are in CHANGELOG.md). Explain says
 // when the workers outnumber GOMAXPROCS; a program that wants the pool to
 // follow calls p.Resize(runtime.GOMAXPROCS(0)).
 // scripts/gomaxprocs-study.sh asks the question again on a machine of
@@ -123,18 +123,14 @@ func (p *sched) resize(n int) error {
 	}
 	p.resizeMu.Lock()
 	defer p.resizeMu.Unlock()
-	if p.state.Load() != running {
-		return ErrClosed
-	}
-	p.setBase(shares(n, p.domains))
-	_, err := p.setRunningLocked(false)
+	_, err := p.setRunningLocked(false, shares(n, p.domains))
 	return err
 }
 
 // setBase makes base each domain's share of the running workers, and the
 // rest of its workers its reserve for stand-ins (standin.go), which it
-// keeps within that reserve. p.resizeMu must be held, or the pool not yet
-// started.
+// keeps within that reserve. p.resizeMu and idle.mu must be held, or the
+// pool not yet started.
 func (p *sched) setBase(base []int) {
 	p.base = base
 	if p.blocked.nodes == nil {
@@ -151,15 +147,17 @@ func (p *sched) setBase(base []int) {
 	p.idle.kick() // the block watch rests while no node has a worker in reserve
 }
 
-// setRunningLocked keeps running, in each domain, its base plus its
-// stand-ins of its workers, the lowest IDs, retiring the others and
-// bringing back retired ones (see above), and returns those brought back.
-// A Resize changes nothing once Close has begun; the block watch's
-// stand-ins (standIns) also come while Close drains the pool, since a
-// blocked task may wait for work queued behind it: a worker brought back
-// then is counted live under idle.mu before the drain can be declared,
-// as above. p.resizeMu must be held.
-func (p *sched) setRunningLocked(standIns bool) ([]*Worker, error) {
+// setRunningLocked makes base (nil: as it is) each domain's share and
+// keeps running, in each domain, its share plus its stand-ins of its
+// workers, the lowest IDs, retiring the others and bringing back retired
+// ones (see above); it returns those brought back. A Resize changes
+// nothing once Close has begun: the new share is taken under idle.mu,
+// where Close's state is read. The block watch's stand-ins (standIns)
+// also come while Close drains the pool, since a blocked task may wait
+// for work queued behind it: a worker brought back then is counted live
+// under idle.mu before the drain can be declared, as above. p.resizeMu
+// must be held.
+func (p *sched) setRunningLocked(standIns bool, base []int) ([]*Worker, error) {
 	il := &p.idle
 	var back, asleep []*Worker
 	il.mu.Lock()
@@ -167,11 +165,11 @@ func (p *sched) setRunningLocked(standIns bool) ([]*Worker, error) {
 		il.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if base != nil {
+		p.setBase(base)
+	}
 	for i, d := range p.domains {
-		want := p.base[i]
-		if p.blocked.standIns != nil {
-			want += p.blocked.standIns[i]
-		}
+		want := p.base[i] + p.blocked.standIns[i]
 		for k, w := range d.workers {
 			switch {
 			case k < want && il.retired[w.id]:

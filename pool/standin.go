@@ -19,14 +19,14 @@ import (
 // Java's ForkJoinPool adds a worker up to its maximum pool size, is run
 // another worker beside it: one New placed but does not run, a worker
 // in reserve (WithMaxWorkers places them, a Resize retires them), with
-// its own ID, queue and PerWorker cell. Such a worker stands in. It takes the node's
-// shards and steals the blocked worker's queued work (its run queue,
-// LIFO slot and join slot are open to thieves) on the node's CPUs, so
-// node locality and strict work keep their rules.
+// its own ID, queue and PerWorker cell. Such a worker stands in. It
+// takes the node's shards and steals the blocked worker's queued work
+// (its run queue, LIFO slot and join slot are open to thieves) on the
+// node's CPUs, so node locality and strict work keep their rules.
 //
 // The block watch. A goroutine of the pool (not locked, not bound) looks
 // every interval (WithBlockWatch, 1ms by default; longer in proportion
-// in a pool of more than 64 awake workers, so that a look costs about
+// in a pool of 128 awake workers or more, so that a look costs about
 // the same share of a CPU) while some worker is awake and some node has
 // workers in reserve; once every worker is parked it waits for the first
 // to wake (idle.watchKick), so an idle pool costs it nothing, and nothing
@@ -42,9 +42,11 @@ import (
 // and so does a worker whose short tasks mostly wait. A locked worker
 // that waits for a processor (more workers than GOMAXPROCS, or one the
 // runtime preempted) also sleeps off its CPU; the runtime counts it
-// runnable, so a look takes as many of the blocked as goroutines wait
-// for a processor to be waiting for one (a stand-in would only wait with
-// them), and two intervals, not one, keep a short wait from counting.
+// runnable: where more workers are awake than GOMAXPROCS, a look takes
+// as many of the blocked as that excess, and at most as many as
+// goroutines wait for a processor, to be waiting for one (a stand-in
+// would only wait with them); two intervals, not one, keep a short wait
+// for a processor from counting.
 //
 // A node's stand-ins rise at a look that finds one of its workers
 // blocked, work queued for the node and none of its workers parked (a
@@ -65,7 +67,7 @@ import (
 // worker does, at its next task boundary.
 //
 // A pool with no worker in reserve has its watch at rest (a Resize
-// that retires some wakes it): blocked workers stop it as before, and the
+// that retires some wakes it): blocked workers hold their node, and the
 // stuck watch says so (stuck.go). The watch looks on while Close drains
 // the pool, since a blocked task may wait for work queued behind it, and
 // stand-ins start then too; it counts among the live workers, so Close
@@ -209,15 +211,27 @@ func (p *sched) lookBlocked(now time.Time) {
 		return
 	}
 	// A locked worker that waits for a processor sleeps off its CPU as a
-	// blocked one does, but the runtime counts it runnable: as many
-	// blocked workers as goroutines wait for a processor are taken as
-	// waiting for one (a stand-in would wait too).
-	waiting := p.runnableNow()
+	// blocked one does, but the runtime counts it runnable. Where more
+	// workers are awake than GOMAXPROCS, that many of the blocked, at most
+	// as many as goroutines wait for a processor, are taken as waiting
+	// for one (a stand-in would wait too), from each node in proportion.
+	if over := int(p.idle.unparked.Load() - p.idle.procs.Load()); over > 0 && total > 0 {
+		waiting := min(over, p.runnableNow(), total)
+		left := waiting
+		for di := range p.domains {
+			n := &bw.found[di]
+			take := min(left, waiting*n.blocked/total)
+			n.blocked, left = n.blocked-take, left-take
+		}
+		for di := range p.domains { // what the rounding left, node by node
+			n := &bw.found[di]
+			take := min(left, n.blocked)
+			n.blocked, left = n.blocked-take, left-take
+		}
+	}
 	var change []int // per domain, the stand-ins wanted where they change
 	for di, d := range p.domains {
 		n := &bw.found[di]
-		take := min(waiting, n.blocked)
-		n.blocked, waiting = n.blocked-take, waiting-take
 		cur := int(p.standInsOf(d).now.Load())
 		next := cur
 		switch {
@@ -368,7 +382,14 @@ func (p *sched) setStandInsLocked(want []int) {
 		bw.standIns[di] = want[di]
 		p.standInsOf(d).now.Store(int32(want[di]))
 	}
-	back, _ := p.setRunningLocked(true) // ErrClosed: the workers end anyway
+	back, err := p.setRunningLocked(true, nil)
+	if err != nil { // the pool ends: its workers with it, and no stand-in counts
+		for di, d := range p.domains {
+			bw.standIns[di] = 0
+			p.standInsOf(d).now.Store(0)
+		}
+		return
+	}
 	for _, w := range back {
 		p.standInsOf(w.domain).started.Add(1)
 	}

@@ -25,10 +25,11 @@ func withReserve(t *testing.T, spec string, opts ...Option) *Pool {
 	return newTestPool(t, append([]Option{WithSpec(spec), WithWorkers(n), WithMaxWorkers(2 * n)}, opts...)...)
 }
 
-// TestStandInsRunWorkQueuedBehindBlockedTasks is the deadlock
-// without Worker.Block: every running worker blocks on a channel that a
-// task queued after them closes. On a pool with workers in reserve, they stand in
-// and run it; once the blocked tasks return, the stand-ins retire.
+// TestStandInsRunWorkQueuedBehindBlockedTasks is the deadlock of tasks
+// that wait for work queued behind them, without Worker.Block: every
+// running worker blocks on a channel that a task queued after them
+// closes. On a pool with workers in reserve, they stand in and run it;
+// once the blocked tasks return, the stand-ins retire.
 func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 	for _, spec := range []string{"1x1", "1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
@@ -38,9 +39,8 @@ func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 			release := make(chan struct{})
 			var blocked, done sync.WaitGroup
 			blocked.Add(n)
-			for i := range n {
+			for range n { // one per running worker: Submit's round robin spreads them
 				done.Add(1)
-				// One task per node's share: Submit's round robin spreads them.
 				if err := p.Submit(ctx, func(*Worker) {
 					defer done.Done()
 					blocked.Done()
@@ -48,7 +48,6 @@ func TestStandInsRunWorkQueuedBehindBlockedTasks(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				_ = i
 			}
 			within(t, hangBound, "the blocked tasks and the one releasing them", func() {
 				blocked.Wait()
@@ -255,7 +254,7 @@ func TestStandInsCountedStream(t *testing.T) {
 	for _, spec := range []string{"1x2", "2x2"} {
 		t.Run(spec, func(t *testing.T) {
 			p := withReserve(t, spec)
-			max := p.Workers()
+			placed := p.Workers()
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -315,7 +314,7 @@ func TestStandInsCountedStream(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i%500 == 250 {
-					_ = p.Resize(len(p.domains) + i%(max-len(p.domains)+1))
+					_ = p.Resize(len(p.domains) + i%(placed-len(p.domains)+1))
 				}
 			}
 			within(t, 2*hangBound, "the stream", done.Wait)
@@ -479,7 +478,7 @@ func TestStandInsFor(t *testing.T) {
 		{2, 0, 2 * span, 0},        // both busy: none
 		{4, 2, 2 * span, 2},        // the stand-ins keep the share busy: as many as now
 		{200, 198, span, 398},      // each worker busy half a percent: 400 in all
-		{200, 198, span / 10, 398}, // busier need, but at most twice the running at one look
+		{200, 198, span / 10, 398}, // a greater need, but at most twice the running at one look
 		{3, 0, 3 * span / 2, 3},    // 1.5 of 3 CPUs busy: twice the workers
 		{0, 0, 0, 0},               // nothing runs
 	} {

@@ -219,7 +219,7 @@ type Tasks struct {
 	// StandIns: workers running now beyond Resize's share, standing in for
 	// workers whose tasks block without Worker.Block (standin.go);
 	// StandInsStarted counts those started, StandInsRefused the block
-	// watch's looks that wanted more on a node with none in reserve.
+	// watch's looks that wanted more than the node has in reserve.
 	StandIns        int    `json:"stand_ins"`
 	StandInsStarted uint64 `json:"stand_ins_started"`
 	StandInsRefused uint64 `json:"stand_ins_refused"`

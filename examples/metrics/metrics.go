@@ -46,7 +46,7 @@ var counters = []counter{
 	{"numapool.spares.started", "Spare threads started for Worker.Block.", func(n pool.NodeStats) uint64 { return n.SparesStarted }},
 	{"numapool.spares.refused", "Worker.Block calls that ran with no spare: the node's cap was reached.", func(n pool.NodeStats) uint64 { return n.SparesRefused }},
 	{"numapool.stand_ins.started", "Workers started to stand in for workers whose tasks blocked without Worker.Block.", func(n pool.NodeStats) uint64 { return n.StandInsStarted }},
-	{"numapool.stand_ins.refused", "Block watch looks that wanted a stand-in on a node with none in reserve.", func(n pool.NodeStats) uint64 { return n.StandInsRefused }},
+	{"numapool.stand_ins.refused", "Block watch looks that wanted more stand-ins than the node has in reserve.", func(n pool.NodeStats) uint64 { return n.StandInsRefused }},
 }
 
 // gauge is one per-node reading of pool.NodeStats.

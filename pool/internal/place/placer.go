@@ -30,8 +30,9 @@ type Placer struct {
 	// awake reports whether a worker is awake (on a CPU): spreading
 	// counts only those.
 	awake func(worker int) bool
-	// running reports how many workers run; nil: every worker placed.
-	running func() int
+	// share reports how many workers run by the pool's share; nil:
+	// every worker placed (Options.Share).
+	share func() int
 
 	watchEvery time.Duration  // the monitor's interval for this pool; 0: no looks
 	source     func() Reading // a test's reading in place of the reference thread's
@@ -57,8 +58,10 @@ type Options struct {
 	Binding pin.Binding
 	// Awake reports whether worker id is awake (on a CPU).
 	Awake func(id int) bool
-	// Running reports how many workers run (not in reserve); nil: all.
-	Running func() int
+	// Share reports how many workers run by the pool's share (Resize's):
+	// not those in reserve, which take no CPU, nor those standing in for
+	// blocked ones, which take the CPUs the blocked leave. nil: all.
+	Share func() int
 	// Watch is the monitor's interval for the pool; 0: it does not look.
 	Watch time.Duration
 	// Source reads the machine in place of the reference thread (tests).
@@ -70,7 +73,7 @@ type Options struct {
 // machine as first read (FirstReading), with a Thread for each worker in
 // the plan's order: node by node, each node's CPUs in order.
 func NewPlacer(pl *Plan, first Reading, o Options) *Placer {
-	p := &Placer{topo: pl.Topo, binding: o.Binding, awake: o.Awake, running: o.Running, watchEvery: o.Watch, source: o.Source, started: o.Started}
+	p := &Placer{topo: pl.Topo, binding: o.Binding, awake: o.Awake, share: o.Share, watchEvery: o.Watch, source: o.Source, started: o.Started}
 	cpus := first.PC.Usable()
 	p.machine.Store(&Machine{Read: first, CPUs: cpus, At: o.Started})
 	p.startCPUs = cpus
@@ -314,13 +317,12 @@ func (p *Placer) Report(b *strings.Builder) {
 	}
 }
 
-// runningNow is how many workers run: those placed but in reserve (the
-// pool's WithMaxWorkers and Resize) take no CPU.
+// runningNow is how many workers run by the pool's share (Options.Share).
 func (p *Placer) runningNow() int {
-	if p.running == nil {
+	if p.share == nil {
 		return len(p.threads)
 	}
-	return p.running()
+	return p.share()
 }
 
 // Degraded lists how the placement is degraded by the machine as it is

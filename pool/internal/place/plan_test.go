@@ -2,6 +2,7 @@ package place
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/numapool/numapool/topology"
@@ -88,5 +89,47 @@ func TestNewPlanSynthetic(t *testing.T) {
 		t.Error("a bad spec planned")
 	} else if want := `pool: NUMAPOOL_TOPOLOGY="2x": `; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
 		t.Errorf("bad spec: %v, want it to start %q", err, want)
+	}
+}
+
+// A node is degraded by more starting workers than its CPUs, not by
+// workers in reserve beyond them (Request.Max), which take no CPU until
+// they run; WithRequiredPlacement follows the same rule.
+func TestPlanDegradedByStartingWorkers(t *testing.T) {
+	crowded := func(p *Plan) []string {
+		var out []string
+		for _, d := range p.Degraded {
+			if strings.Contains(d, " workers on ") {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		workers, max int
+		degraded     bool
+	}{
+		{2, 8, false}, // 1 per node of 1 CPU starts, 3 wait in reserve
+		{4, 8, true},  // 2 per node of 1 CPU start
+		{2, 0, false}, // no reserve
+		{4, 0, true},
+	} {
+		p, err := NewPlan(Request{Spec: "2x1", Workers: tc.workers, Max: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Claim.Release()
+		if got := crowded(p); (len(got) > 0) != tc.degraded {
+			t.Errorf("2x1, %d workers starting of %d placed: degraded %q, want degraded %v", tc.workers, max(tc.max, tc.workers), got, tc.degraded)
+		}
+		if tc.degraded || len(p.Degraded) > 0 {
+			continue // the spec itself may be degraded on this machine
+		}
+		p, err = NewPlan(Request{Spec: "2x1", Workers: tc.workers, Max: tc.max, Required: true})
+		if err != nil {
+			t.Errorf("2x1, %d workers starting of %d placed, required: %v", tc.workers, max(tc.max, tc.workers), err)
+			continue
+		}
+		p.Claim.Release()
 	}
 }
