@@ -356,7 +356,8 @@
 //     once when every worker is parked. The watch looks on while Close drains the
 //     pool. Stand-ins count in Size beyond Resize's n; Stats shows them
 //     (StandIns, StandInsStarted, and StandInsRefused for looks that
-//     wanted more than the node has in reserve). The watch costs a system
+//     wanted more than the node has in reserve: while it grows, a larger
+//     WithMaxWorkers would help). The watch costs a system
 //     call per awake worker per look, nothing per task, and nothing once
 //     every worker is parked or while no node has a worker in reserve. A caller from
 //     outside that joined (Run) holds its seat on its own thread, and a

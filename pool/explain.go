@@ -54,7 +54,7 @@ func (p *Pool) Explain() string {
 	}
 	p.placer.ReportLaunch(&b)
 	if ids := p.retiredIDs(); ids != "" {
-		fmt.Fprintf(&b, "resized: %d of %s run; retired: workers %s (Resize)\n", p.idle.n.Load(), plural(len(p.workers), "worker"), ids)
+		fmt.Fprintf(&b, "resized: %d of %s run; retired: workers %s (in reserve: WithMaxWorkers, Resize)\n", p.idle.n.Load(), plural(len(p.workers), "worker"), ids)
 	}
 	if p.blocked.every > 0 {
 		var now, started, refused uint64

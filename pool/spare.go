@@ -151,7 +151,7 @@ type spare struct {
 
 // Block runs fn, which may block, on the task's thread while a spare
 // thread of the worker runs the worker's other work: its queue, its LIFO
-// and join slots, the node's shards, steals (see "Work that blocks" in
+// and join slots, the node's shards, steals (see "Tasks that block" in
 // the package documentation). The task goes on after fn returns once the
 // spare reaches a task boundary, with w valid again. fn must not use w;
 // it may submit to the pool. A panic or runtime.Goexit in fn passes

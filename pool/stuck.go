@@ -186,7 +186,16 @@ func (p *sched) stuckText(rep *stuckReport) string {
 		}
 		parts = append(parts, fmt.Sprintf("node %d is stuck: every worker has been blocked in a task with work queued for the node: %s", d.node.ID, strings.Join(each, ", ")))
 	}
-	return strings.Join(parts, "; ") + " (mark waits with Worker.Block, wait through Group.Wait, Join or a Future, or give the pool workers in reserve to stand in with WithMaxWorkers)"
+	way := "give the pool workers in reserve to stand in (WithMaxWorkers)"
+	switch {
+	case !threadCPUs: // no block watch here (standin.go)
+		way = "run fewer such tasks at once than the node has workers"
+	case p.hasReserve() && p.blocked.every == 0:
+		way = "turn the block watch on (WithBlockWatch)"
+	case p.hasReserve():
+		way = "give the pool more workers in reserve (WithMaxWorkers)"
+	}
+	return strings.Join(parts, "; ") + " (mark waits with Worker.Block, wait through Group.Wait, Join or a Future, or " + way + ")"
 }
 
 // stuckOf returns what the last look found stuck for worker id, if it did.
