@@ -79,7 +79,7 @@ type domain struct {
 }
 
 // standInsOf is domain d's side of the watch.
-func (p *sched) standInsOf(d *domain) *nodeStandIns { return &p.blocked.nodes[d.index] }
+func (p *sched) standInsOf(d *domain) *nodeStandIns { return &p.standIns[d.index] }
 
 // nodeStandIns is a domain's side of the watch, apart from the domain so
 // that its hot fields keep their cache lines: reserve is how many of its
@@ -156,9 +156,11 @@ type sched struct {
 	claim     *place.Claim // the CPUs the workers are placed on, given back when the last one ends
 
 	// base is each domain's share of the running workers, as New started
-	// them or the last Resize set it; under resizeMu (resize.go).
-	base    []int
-	blocked blockWatch // workers that stand in for blocked ones (standin.go)
+	// them or the last Resize set it; standIns, each domain's reserve and
+	// stand-ins (standin.go). Both change under resizeMu (resize.go).
+	base     []int
+	standIns []nodeStandIns
+	blocked  blockWatch // the watch that starts stand-ins (standin.go)
 }
 
 // New starts a pool. Without options it discovers this machine, makes one
@@ -294,12 +296,41 @@ func (p *sched) look(now time.Time) {
 	p.lookStuck(now)
 }
 
+// setBase makes base each domain's share of the running workers (Resize,
+// resize.go), and the rest of its workers its reserve for stand-ins
+// (standin.go), whose count it keeps within that reserve. p.resizeMu and
+// idle.mu must be held, or the pool not yet started.
+func (p *sched) setBase(base []int) {
+	p.base = base
+	if p.standIns == nil {
+		p.standIns = make([]nodeStandIns, len(p.domains))
+	}
+	for i, d := range p.domains {
+		reserve := len(d.workers) - base[i]
+		p.standInsOf(d).reserve.Store(int32(reserve))
+		if int(p.standInsOf(d).now.Load()) > reserve {
+			p.standInsOf(d).now.Store(int32(reserve))
+		}
+	}
+	p.idle.kick() // the block watch rests while no node has a worker in reserve
+}
+
+// hasReserve reports whether a node has a worker in reserve.
+func (p *sched) hasReserve() bool {
+	for _, d := range p.domains {
+		if p.standInsOf(d).reserve.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // runningByShare is how many workers run by Resize's shares: those not
 // retired, less those standing in for blocked ones (standin.go), which
 // take the CPUs the blocked ones leave.
 func (p *sched) runningByShare() int {
 	n := int(p.idle.n.Load())
-	if p.blocked.nodes != nil {
+	if p.standIns != nil {
 		for _, d := range p.domains {
 			n -= int(p.standInsOf(d).now.Load())
 		}

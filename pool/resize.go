@@ -127,26 +127,6 @@ func (p *sched) resize(n int) error {
 	return err
 }
 
-// setBase makes base each domain's share of the running workers, and the
-// rest of its workers its reserve for stand-ins (standin.go), which it
-// keeps within that reserve. p.resizeMu and idle.mu must be held, or the
-// pool not yet started.
-func (p *sched) setBase(base []int) {
-	p.base = base
-	if p.blocked.nodes == nil {
-		p.blocked.nodes = make([]nodeStandIns, len(p.domains))
-	}
-	for i, d := range p.domains {
-		reserve := len(d.workers) - base[i]
-		p.standInsOf(d).reserve.Store(int32(reserve))
-		if p.blocked.standIns != nil && p.blocked.standIns[i] > reserve {
-			p.blocked.standIns[i] = reserve
-			p.standInsOf(d).now.Store(int32(reserve))
-		}
-	}
-	p.idle.kick() // the block watch rests while no node has a worker in reserve
-}
-
 // setRunningLocked makes base (nil: as it is) each domain's share and
 // keeps running, in each domain, its share plus its stand-ins of its
 // workers, the lowest IDs, retiring the others and bringing back retired
@@ -169,7 +149,7 @@ func (p *sched) setRunningLocked(standIns bool, base []int) ([]*Worker, error) {
 		p.setBase(base)
 	}
 	for i, d := range p.domains {
-		want := p.base[i] + p.blocked.standIns[i]
+		want := p.base[i] + int(p.standInsOf(d).now.Load())
 		for k, w := range d.workers {
 			switch {
 			case k < want && il.retired[w.id]:

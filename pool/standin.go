@@ -82,16 +82,14 @@ const blockedLooks = 2
 const standInCalm = 20
 
 // blockWatch is the pool's block watch. The watch's goroutine alone
-// reads and writes seen and calm; standIns is read and written under
-// resizeMu (nodeStandIns.now is its copy for others).
+// reads and writes its fields but every and looks; the stand-ins it sets
+// are sched.standIns (resize.go).
 type blockWatch struct {
-	every    time.Duration  // 0: no watch
-	standIns []int          // per domain: workers run beyond Resize's share; under resizeMu
-	calm     []int          // per domain: looks in a row with fewer blocked than standIns
-	seen     []threadSeen   // per worker: at the last look
-	looks    atomic.Uint64  // looks taken (tests)
-	nodes    []nodeStandIns // per domain
-	found    []nodeLook     // per domain: the last look's findings (the watch's goroutine)
+	every    time.Duration // 0: no watch
+	calm     []int         // per domain: looks in a row with fewer blocked than standIns
+	seen     []threadSeen  // per worker: at the last look
+	looks    atomic.Uint64 // looks taken (tests)
+	found    []nodeLook    // per domain: the last look's findings (the watch's goroutine)
 	runnable [1]metrics.Sample
 }
 
@@ -122,7 +120,6 @@ var parksField = func() int {
 func (p *sched) initBlockWatch() {
 	bw := &p.blocked
 	bw.every = p.cfg.blockWatchEvery()
-	bw.standIns = make([]int, len(p.domains))
 	if bw.every <= 0 || !threadCPUs || len(p.workers) == len(p.domains) {
 		bw.every = 0
 		return
@@ -170,16 +167,6 @@ func (p *sched) watchBlocked() {
 		}
 		p.lookBlocked(time.Now())
 	}
-}
-
-// hasReserve reports whether a node has a worker in reserve.
-func (p *sched) hasReserve() bool {
-	for _, d := range p.domains {
-		if p.standInsOf(d).reserve.Load() > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // lookEvery is the time between looks with awake workers awake.
@@ -376,16 +363,13 @@ func (p *sched) setStandIns(want []int) {
 
 // setStandInsLocked is setStandIns under resizeMu.
 func (p *sched) setStandInsLocked(want []int) {
-	bw := &p.blocked
 	for di, d := range p.domains {
 		want[di] = min(want[di], int(p.standInsOf(d).reserve.Load())) // a Resize may have shrunk it since
-		bw.standIns[di] = want[di]
 		p.standInsOf(d).now.Store(int32(want[di]))
 	}
 	back, err := p.setRunningLocked(true, nil)
 	if err != nil { // the pool ends: its workers with it, and no stand-in counts
-		for di, d := range p.domains {
-			bw.standIns[di] = 0
+		for _, d := range p.domains {
 			p.standInsOf(d).now.Store(0)
 		}
 		return

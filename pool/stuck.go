@@ -190,7 +190,7 @@ func (p *sched) stuckText(rep *stuckReport) string {
 	switch {
 	case !threadCPUs: // no block watch here (standin.go)
 		way = "run fewer such tasks at once than the node has workers"
-	case p.hasReserve() && p.blocked.every == 0:
+	case p.hasReserve() && p.cfg.blockWatchEvery() == 0:
 		way = "turn the block watch on (WithBlockWatch)"
 	case p.hasReserve():
 		way = "give the pool more workers in reserve (WithMaxWorkers)"
