@@ -84,7 +84,7 @@
 // NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
 // 1ms, a number of ms, or infinite), NUMAPOOL_SPARES (spare threads per
 // node for Worker.Block: 0 or a cap), NUMAPOOL_BLOCK_WATCH (the block
-// watch's interval: 1ms, or 0 for off) and NUMAPOOL_DISPLAY_AFFINITY (true:
+// watch's interval, a duration, or 0 for off) and NUMAPOOL_DISPLAY_AFFINITY (true:
 // each new pool prints one line per worker to stderr, with its node,
 // thread ID and the CPUs its thread is bound to). Values are
 // case-insensitive. A NUMAPOOL_* variable the pool does not know is

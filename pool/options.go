@@ -198,7 +198,9 @@ func WithBlockWatch(interval time.Duration) Option {
 }
 
 // defaultBlockWatch is the block watch's interval (standin.go) unless
-// WithBlockWatch sets one.
+// WithBlockWatch sets one: short against the waits a stand-in pays for
+// (one costs a thread start and a bind), long enough that a look, a
+// system call per awake worker, takes a small share of a CPU.
 const defaultBlockWatch = time.Millisecond
 
 // blockWatchEvery is the block watch's interval; 0: off.

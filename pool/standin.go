@@ -25,14 +25,15 @@ import (
 // node's CPUs, so node locality and strict work keep their rules.
 //
 // The block watch. A goroutine of the pool (not locked, not bound) looks
-// every interval (WithBlockWatch, 1ms by default; longer in proportion
-// in a pool of 128 awake workers or more, so that a look costs about
-// the same share of a CPU) while some worker is awake and some node has
-// workers in reserve; once every worker is parked it waits for the first
-// to wake (idle.watchKick), so an idle pool costs it nothing, and nothing
-// on a worker's path is added. At a look, a worker counts as blocked when it
-// has been awake on its own seat (not parked, not lent to a caller, not
-// in Block, no park in between) since the look before the last, its
+// every interval (WithBlockWatch, defaultBlockWatch unless set; longer
+// in proportion in a pool of 128 awake workers or more, so that a look
+// costs about the same share of a CPU) while some worker is awake and
+// some node has workers in reserve; once every worker is parked it waits
+// for the first to wake (idle.watchKick), so an idle pool costs it
+// nothing, and no task pays for it. At a look, a worker counts as
+// blocked when it has been awake on its own seat (not parked, not lent
+// to a caller, not in Block, no park in between) since the look before
+// the last, its
 // thread has had the CPU for less than a quarter of each of the two
 // intervals (blockedLooks), and it is asleep now: its thread's CPU clock
 // says so, one system call per awake worker, and then its state (S or D
