@@ -329,7 +329,10 @@ func TestStandInsCountedStream(t *testing.T) {
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if left := poolGoroutines(); len(left) != 0 {
+			// A worker's goroutine returns a moment after the last one
+			// closes done, which Close waits for.
+			var left []string
+			if !eventually(hangBound, func() bool { left = poolGoroutines(); return len(left) == 0 }) {
 				t.Fatalf("after Close, %d goroutines of the pool:\n%s", len(left), left[0])
 			}
 		})
