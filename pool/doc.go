@@ -84,7 +84,7 @@
 // NUMAPOOL_WAIT_POLICY (passive or active), NUMAPOOL_BLOCKTIME (200us,
 // 1ms, a number of ms, or infinite), NUMAPOOL_SPARES (spare threads per
 // node for Worker.Block: 0 or a cap), NUMAPOOL_BLOCK_WATCH (the block
-// watch's interval, a duration, or 0 for off) and NUMAPOOL_DISPLAY_AFFINITY (true:
+// watch's interval: a duration, a number of ms, or 0 for off) and NUMAPOOL_DISPLAY_AFFINITY (true:
 // each new pool prints one line per worker to stderr, with its node,
 // thread ID and the CPUs its thread is bound to). Values are
 // case-insensitive. A NUMAPOOL_* variable the pool does not know is
@@ -355,8 +355,8 @@
 //     looks in a row find fewer blocked workers than stand-ins, and all at
 //     once when every worker is parked. The watch looks on while Close drains the
 //     pool. Stand-ins count in Size beyond Resize's n; Stats shows them
-//     (StandIns, StandInsStarted, and StandInsRefused for looks that
-//     wanted more than the node has in reserve: while it grows, a larger
+//     (StandIns, StandInsStarted, and StandInsRefused for stand-ins
+//     wanted beyond the node's reserve: while it grows, a larger
 //     WithMaxWorkers would help). The watch costs a system
 //     call per awake worker per look, nothing per task, and nothing once
 //     every worker is parked or while no node has a worker in reserve. A caller from

@@ -63,8 +63,8 @@ func (p *Pool) Explain() string {
 			started += p.standInsOf(d).started.Load()
 			refused += p.standInsOf(d).refused.Load()
 		}
-		fmt.Fprintf(&b, "block watch: every %s; %s standing in for blocked ones now, %d started, %s wanted more than the reserve\n",
-			p.blocked.every, plural(int(now), "worker"), started, plural(int(refused), "look"))
+		fmt.Fprintf(&b, "block watch: every %s; %s standing in for blocked ones now, %d started, %d wanted beyond the reserve\n",
+			p.blocked.every, plural(int(now), "worker"), started, refused)
 	}
 	if rep := p.stuck.report.Load(); rep != nil {
 		fmt.Fprintf(&b, "stuck: %s\n", p.stuckText(rep))

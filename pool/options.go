@@ -569,11 +569,11 @@ var settingNames = []string{envNumWorkers, envMaxWorkers, envPlaces, envSteal, e
 	envWaitPolicy, envBlockTime, envSpares, envDisplayAffinity, envMachineWatch, envBlockWatch}
 
 // envBlockWatch is the block watch's interval (WithBlockWatch): a
-// time.ParseDuration duration, or 0 for off.
+// duration, a number of ms, or 0 for off (settings.ParseWatch).
 const envBlockWatch = "NUMAPOOL_BLOCK_WATCH"
 
 // envMachineWatch is the machine monitor's interval (WithMachineWatch):
-// a time.ParseDuration duration, or 0 for off.
+// a duration, a number of ms, or 0 for off (settings.ParseWatch).
 const envMachineWatch = "NUMAPOOL_MACHINE_WATCH"
 
 // applyWatchEnv sets the machine monitor's interval from
@@ -596,8 +596,9 @@ func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
 	return nil
 }
 
-// envInterval reads the interval setting name (a duration, or 0 for
-// off); false where it is unset, ignored, or set already by an option.
+// envInterval reads the interval setting name (a duration, a number of
+// ms, or 0 for off); false where it is unset, ignored, or set already by
+// an option.
 func (c *config) envInterval(lookup func(string) (string, bool), name string, set bool) (time.Duration, bool, error) {
 	v, ok := lookup(name)
 	v = strings.TrimSpace(v)

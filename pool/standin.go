@@ -55,8 +55,8 @@ import (
 // share of workers (Resize's) busy, judged by the CPU time its workers
 // had over the interval (standInsFor: at most twice the running workers
 // at one look), and at least to one per blocked worker, up to the
-// node's reserve; a look that wants more than the reserve counts it
-// (StandInsRefused). At once, not one at a time: a worker that stands
+// node's reserve; stand-ins wanted beyond the reserve are counted
+// (StandInsRefused), each once while the node goes on needing them. At once, not one at a time: a worker that stands
 // in counts as blocked only two looks after it starts, and where tasks
 // block for most of each worker's time, the node needs hundreds. They
 // fall by one after standInCalm looks in a row have found fewer blocked
@@ -88,6 +88,7 @@ const standInCalm = 20
 type blockWatch struct {
 	every    time.Duration // 0: no watch
 	calm     []int         // per domain: looks in a row with fewer blocked than standIns
+	short    []int         // per domain: the most stand-ins wanted beyond the reserve since its workers last stopped needing them
 	seen     []threadSeen  // per worker: at the last look
 	looks    atomic.Uint64 // looks taken (tests)
 	found    []nodeLook    // per domain: the last look's findings (the watch's goroutine)
@@ -126,6 +127,7 @@ func (p *sched) initBlockWatch() {
 		return
 	}
 	bw.calm = make([]int, len(p.domains))
+	bw.short = make([]int, len(p.domains))
 	bw.found = make([]nodeLook, len(p.domains))
 	bw.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	bw.seen = make([]threadSeen, len(p.workers))
@@ -226,20 +228,21 @@ func (p *sched) lookBlocked(now time.Time) {
 		case n.blocked > 0 && d.sleeping.Load() == 0 && d.hasWork():
 			bw.calm[di] = 0
 			want := max(n.blocked, standInsFor(int(d.size.Load()), cur, n.busy, n.span))
-			if want <= cur {
-				break
-			}
 			reserve := int(p.standInsOf(d).reserve.Load())
-			if want > reserve {
-				p.standInsOf(d).refused.Add(1)
+			if short := want - reserve; short > bw.short[di] {
+				// Each stand-in wanted past the reserve counts once while
+				// the node goes on needing stand-ins, not at every look.
+				p.standInsOf(d).refused.Add(uint64(short - bw.short[di]))
+				bw.short[di] = short
 			}
 			next = max(cur, min(want, reserve))
 		case n.blocked < cur:
+			bw.short[di] = 0
 			if bw.calm[di]++; bw.calm[di] >= standInCalm {
 				next, bw.calm[di] = cur-1, 0
 			}
 		default:
-			bw.calm[di] = 0
+			bw.calm[di], bw.short[di] = 0, 0
 		}
 		if next != cur {
 			if change == nil {

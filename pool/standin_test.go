@@ -177,6 +177,37 @@ func TestStandInsStartedCountsWorkersBroughtBack(t *testing.T) {
 	done.Wait()
 }
 
+// TestStandInsRefusedCountsStandIns: a node that wants more stand-ins
+// than its reserve counts each stand-in it could not start once, however
+// many looks the block lasts (it counted every look).
+func TestStandInsRefusedCountsStandIns(t *testing.T) {
+	p := withReserve(t, "1x1") // one running worker, one in reserve
+	defer p.Close()
+	release := make(chan struct{})
+	var blocked, done sync.WaitGroup
+	const tasks = 3
+	blocked.Add(2) // the worker and its stand-in, each in one of them
+	for range tasks {
+		done.Add(1)
+		mustSubmit(t, p, func(*Worker) { defer done.Done(); blocked.Done(); <-release })
+	}
+	within(t, hangBound, "the worker and its stand-in to block", blocked.Wait)
+	from := p.blocked.looks.Load()
+	if !eventually(hangBound, func() bool { return p.blocked.looks.Load() >= from+50 }) {
+		t.Fatalf("the block watch looked %d times in %v", p.blocked.looks.Load()-from, hangBound)
+	}
+	st := p.Stats()
+	// Both workers of the node are blocked: it wants at least one more
+	// (one per blocked worker), at most twice its running workers in all.
+	if st.StandInsRefused < 1 || st.StandInsRefused > 4 {
+		t.Errorf("StandInsRefused = %d over %d looks with both workers of a 1x1 pool with a reserve of 1 blocked; want 1 to 4",
+			st.StandInsRefused, p.blocked.looks.Load()-from)
+	}
+	blocked.Add(tasks - 2) // the third task's Done: it runs once one returns
+	close(release)
+	done.Wait()
+}
+
 // TestBlockWatchOff: WithBlockWatch(0) and NUMAPOOL_BLOCK_WATCH=0 start
 // no watch, and a pool that can never have workers in reserve has none
 // either.
@@ -194,6 +225,7 @@ func TestBlockWatchOff(t *testing.T) {
 		{"option off", []Option{WithWorkers(2), WithMaxWorkers(4), WithBlockWatch(0)}, nil, false},
 		{"env off", []Option{WithWorkers(2), WithMaxWorkers(4)}, map[string]string{envBlockWatch: "0"}, false},
 		{"env 5ms", []Option{WithWorkers(2), WithMaxWorkers(4)}, map[string]string{envBlockWatch: "5ms"}, true},
+		{"env 5, ms as NUMAPOOL_BLOCKTIME takes", []Option{WithWorkers(2), WithMaxWorkers(4)}, map[string]string{envBlockWatch: "5"}, true},
 		{"no reserve ever", []Option{WithSpec("2x1")}, nil, false},
 	} {
 		p, err := newPool(tc.opts, env(tc.env))
@@ -203,7 +235,7 @@ func TestBlockWatchOff(t *testing.T) {
 		if got := p.idle.watchKick != nil; got != tc.watch {
 			t.Errorf("%s: block watch running %v, want %v", tc.name, got, tc.watch)
 		}
-		if tc.name == "env 5ms" && p.blocked.every != 5*time.Millisecond {
+		if tc.env[envBlockWatch] != "" && tc.env[envBlockWatch] != "0" && p.blocked.every != 5*time.Millisecond {
 			t.Errorf("%s: interval %v", tc.name, p.blocked.every)
 		}
 		if err := p.Close(); err != nil {

@@ -205,7 +205,9 @@ type Tasks struct {
 	// forms, Group.Go, Async, a loop's node blocks) plus those queued from
 	// inside tasks (Counters.Spawned).
 	Submitted uint64 `json:"submitted"`
-	Queued    int    `json:"queued"` // tasks in the node's shards now
+	// Queued: tasks waiting to start on the node now, in its shards and
+	// in its workers' run queues, LIFO and join slots.
+	Queued int `json:"queued"`
 	// BusyWorkers: workers in a task now (not parked, not searching);
 	// after a Shutdown gave up, the workers that have not ended, each
 	// still in a task.
@@ -218,8 +220,9 @@ type Tasks struct {
 	SparesParked int `json:"spares_parked"`
 	// StandIns: workers running now beyond Resize's share, standing in for
 	// workers whose tasks block without Worker.Block (standin.go);
-	// StandInsStarted counts those started, StandInsRefused the block
-	// watch's looks that wanted more than the node has in reserve.
+	// StandInsStarted counts those started, StandInsRefused those the
+	// block watch wanted beyond the node's reserve (each once while the
+	// node goes on needing stand-ins).
 	StandIns        int    `json:"stand_ins"`
 	StandInsStarted uint64 `json:"stand_ins_started"`
 	StandInsRefused uint64 `json:"stand_ins_refused"`
@@ -249,7 +252,7 @@ func (p *Pool) Stats() Stats {
 	retired := p.idle.retiredNow()
 	for _, d := range p.domains {
 		size := int(d.size.Load())
-		ns := NodeStats{Node: d.node.ID, Workers: size, Tasks: Tasks{Queued: d.queued()}}
+		ns := NodeStats{Node: d.node.ID, Workers: size, Tasks: Tasks{Queued: d.waitingNow()}}
 		for _, w := range d.workers {
 			c := w.snapshot()
 			ws := WorkerStats{Worker: w.id, Node: d.node.ID, CPU: w.cpu, Kind: place.KindName(p.topo, w.cpu), Counters: c,
@@ -304,6 +307,25 @@ func (p *Pool) Stats() Stats {
 	}
 	st.Kinds = kindStats(st.Workers)
 	return st
+}
+
+// waitingNow is the number of tasks waiting to start on d: in its
+// shards, and in its workers' run queues, LIFO and join slots. Each is
+// read at some moment during the call, from any goroutine. A blocked
+// worker's queue is work a stand-in or a thief may still run, so a stuck
+// node shows what it holds (Stats.Queued).
+func (d *domain) waitingNow() int {
+	n := d.queued()
+	for _, w := range d.workers {
+		n += w.stealer.Len()
+		if w.lifo.Load() != nil {
+			n++
+		}
+		if w.joinSlot.Load() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // traceCross logs a take of moved tasks from domain from by w.

@@ -272,6 +272,40 @@ func TestStatsJSON(t *testing.T) {
 	}
 }
 
+// TestStatsQueuedCountsWorkersQueues: Queued counts what waits on a
+// worker that is in a task: tasks it spawned (its LIFO slot and run queue)
+// and a Join's offered half, not only the shards. A pool whose workers are
+// all blocked in tasks that spawned their work showed 0 queued.
+func TestStatsQueuedCountsWorkersQueues(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1), WithBlockWatch(0))
+	release := make(chan struct{})
+	var ran atomic.Int32
+	child := func(*Worker) { ran.Add(1) }
+	held := make(chan struct{})
+	err := p.Submit(context.Background(), func(w *Worker) {
+		for range 5 {
+			w.Spawn(child) // the LIFO slot, then the run queue
+		}
+		_ = w.Join(func(*Worker) { close(held); <-release }, child) // the join slot
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, hangBound, "the task to hold its worker", func() { <-held })
+	st := p.Stats()
+	if st.Queued != 6 || st.Nodes[0].Queued != 6 || st.BusyWorkers != 1 {
+		t.Errorf("one worker in a task that spawned 5 and offered a Join's half: queued %d (node %d), busy %d; want 6 (6), 1",
+			st.Queued, st.Nodes[0].Queued, st.BusyWorkers)
+	}
+	close(release)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Queued != 0 || ran.Load() != 6 {
+		t.Errorf("after Close: queued %d, children run %d; want 0, 6", st.Queued, ran.Load())
+	}
+}
+
 // After Close no worker runs a task, so Running is 0, as it is in an idle
 // pool whose workers have parked. (Running is the workers neither parked
 // nor searching; a worker that ends leaves the parked set, so an ended

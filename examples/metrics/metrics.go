@@ -46,7 +46,7 @@ var counters = []counter{
 	{"numapool.spares.started", "Spare threads started for Worker.Block.", func(n pool.NodeStats) uint64 { return n.SparesStarted }},
 	{"numapool.spares.refused", "Worker.Block calls that ran with no spare: the node's cap was reached.", func(n pool.NodeStats) uint64 { return n.SparesRefused }},
 	{"numapool.stand_ins.started", "Workers started to stand in for workers whose tasks blocked without Worker.Block.", func(n pool.NodeStats) uint64 { return n.StandInsStarted }},
-	{"numapool.stand_ins.refused", "Block watch looks that wanted more stand-ins than the node has in reserve.", func(n pool.NodeStats) uint64 { return n.StandInsRefused }},
+	{"numapool.stand_ins.refused", "Stand-ins the block watch wanted beyond the node's reserve.", func(n pool.NodeStats) uint64 { return n.StandInsRefused }},
 }
 
 // gauge is one per-node reading of pool.NodeStats.
@@ -56,7 +56,7 @@ type gauge struct {
 }
 
 var gauges = []gauge{
-	{"numapool.tasks.queued", "Tasks in the node's shards now.", func(n pool.NodeStats) int64 { return int64(n.Queued) }},
+	{"numapool.tasks.queued", "Tasks waiting to start on the node now: in its shards and its workers' queues.", func(n pool.NodeStats) int64 { return int64(n.Queued) }},
 	{"numapool.workers.busy", "The node's workers in a task now.", func(n pool.NodeStats) int64 { return int64(n.BusyWorkers) }},
 	{"numapool.workers", "The node's workers.", func(n pool.NodeStats) int64 { return int64(n.Workers) }},
 	{"numapool.tasks.blocked", "Tasks in Worker.Block now, or back from it and waiting for their worker's seat.", func(n pool.NodeStats) int64 { return int64(n.Blocked) }},

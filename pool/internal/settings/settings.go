@@ -47,14 +47,17 @@ func ParseBlockTime(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// ParseWatch parses NUMAPOOL_MACHINE_WATCH: a duration, or 0 for off.
+// ParseWatch parses a watch's interval (NUMAPOOL_MACHINE_WATCH,
+// NUMAPOOL_BLOCK_WATCH): a duration, a number of milliseconds as
+// NUMAPOOL_BLOCKTIME takes, or 0 for off.
 func ParseWatch(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if s == "0" {
-		return 0, nil
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseUint(s, 10, 31); err == nil {
+		return time.Duration(n) * time.Millisecond, nil
 	}
+	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("want a duration such as 1s or 200ms, or 0 for off")
+		return 0, fmt.Errorf("want a duration such as 1s or 200ms, a number of ms, or 0 for off")
 	}
 	return d, nil
 }

@@ -73,12 +73,13 @@ func TestWarnOnce(t *testing.T) {
 }
 
 func TestParseWatch(t *testing.T) {
-	for in, want := range map[string]time.Duration{"0": 0, "1s": time.Second, "200ms": 200 * time.Millisecond} {
+	for in, want := range map[string]time.Duration{"0": 0, "1s": time.Second, "200ms": 200 * time.Millisecond,
+		"5": 5 * time.Millisecond, " 1000 ": time.Second} {
 		if got, err := ParseWatch(in); got != want || err != nil {
 			t.Errorf("ParseWatch(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"-1s", "soon", ""} {
+	for _, in := range []string{"-1s", "-5", "soon", "", "1.5"} {
 		if _, err := ParseWatch(in); err == nil {
 			t.Errorf("ParseWatch(%q) took it", in)
 		}
