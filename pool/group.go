@@ -41,6 +41,10 @@ type Group struct {
 	wg      sync.WaitGroup
 	errOnce sync.Once
 	err     error
+	// dropped says the group failed because a Shutdown dropped one of
+	// its tasks (set before the cancel that publishes the failure): a
+	// function skipped for that failure is dropped too, and counted.
+	dropped atomic.Bool
 	sem     chan struct{}
 	waited  atomic.Bool  // a Wait has returned: functions started since run whatever the context says
 	labels  *observe.Set // the pprof labels of ctx, for every task of the group
@@ -164,6 +168,13 @@ func (gt *groupTask) run(w *Worker) {
 		// A group used again after Wait runs its new functions, as
 		// errgroup does.
 		err = cause
+		if gt.g.dropped.Load() {
+			// A Shutdown gave up and dropped a sibling after this worker
+			// looked at the pool's state (runUntil) and before it started
+			// this task: skipped for that, it is dropped too, and counted
+			// as its sibling was, or it would be neither run nor counted.
+			w.pool.abandoned.Add(1)
+		}
 		return
 	}
 	if trace.IsEnabled() {
@@ -178,7 +189,7 @@ func (gt *groupTask) drop(cause error) {
 	if gt.turn {
 		gt.g.takeTurn(gt) // a dropped turn: the oldest accepted function never begins
 	}
-	gt.g.fail(cause)
+	gt.g.failDropped(cause)
 	gt.g.finish()
 }
 
@@ -307,6 +318,19 @@ func (g *Group) fail(err error) {
 	g.errOnce.Do(func() {
 		g.err = err
 		g.cancel(err)
+	})
+}
+
+// failDropped is fail for a task a Shutdown dropped: if that is the
+// group's first failure, the functions skipped for it count as dropped
+// (run).
+func (g *Group) failDropped(cause error) {
+	g.errOnce.Do(func() {
+		// Before the cancel: a skip that sees the cause sees this. Not
+		// if the group's ctx ended first: its tasks skip for that.
+		g.dropped.Store(g.ctx.Err() == nil)
+		g.err = cause
+		g.cancel(cause)
 	})
 }
 

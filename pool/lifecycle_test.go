@@ -2210,6 +2210,57 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 	}
 }
 
+// A worker takes a Group's task and finds the pool running (runUntil
+// looks at its state between taking a task and running it), and before
+// it starts the task a Shutdown gives up and its sweep drops the task's
+// sibling, which fails the group. The task then skips its function, as a
+// failed group's tasks do: it is dropped too, and must be counted, or it
+// is neither run nor counted (TestLifecycleRandomInterleavings, now and
+// then under load: "1 lost"). The test takes the task itself, from the
+// task that made the group, to hold the worker in that window.
+func TestGroupTaskSkippedAfterAbortIsCounted(t *testing.T) {
+	p := newTestPool(t, WithWorkers(1))
+	taken, gaveUp, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	var waitErr error
+	if err := p.Submit(context.Background(), func(w *Worker) {
+		defer close(done)
+		g := w.Pool().Group(context.Background())
+		for range 2 {
+			g.Go(func(*Worker) error { ran.Add(1); return nil }) // to w's run queue
+		}
+		it, ok := w.local.Pop() // as runUntil takes it, with the pool running
+		if !ok {
+			t.Error("the Group's tasks are not in the worker's run queue")
+			return
+		}
+		close(taken)
+		<-gaveUp  // the Shutdown gave up meanwhile; its sweep dropped the other task
+		w.run(it) // what runUntil does next with the task it took
+		waitErr = g.Wait()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-taken
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	var n int
+	var err error
+	within(t, 10*time.Second, "Shutdown", func() { n, err = p.Shutdown(expired) })
+	if n != 1 || !errors.Is(err, ErrAbandoned) {
+		t.Errorf("Shutdown = %d, %v; want 1 dropped by the sweep, 1 task still running", n, err)
+	}
+	close(gaveUp)
+	<-done
+	within(t, 10*time.Second, "Close", func() { err = p.Close() })
+	if !errors.Is(waitErr, ErrAbandoned) {
+		t.Errorf("Group.Wait = %v, want ErrAbandoned", waitErr)
+	}
+	if got, abandoned := ran.Load(), p.Stats().Abandoned; got+int32(abandoned) != 2 {
+		t.Errorf("of the Group's 2 tasks %d ran and %d were counted abandoned: %d lost (Close = %v)", got, abandoned, 2-got-int32(abandoned), err)
+	}
+}
+
 // lateCtx is a context whose deadline has passed while its Done is not
 // closed yet: a context.WithTimeout between its deadline and the moment
 // its timer fires, held open here until the test closes done.

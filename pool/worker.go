@@ -224,7 +224,9 @@ func (w *Worker) loop() { w.runUntil(nil) }
 // taking a task and running it, so that a task taken as the abort came
 // is dropped and counted with the rest, rather than run after its
 // siblings were dropped (a Group's task would then find its Group failed
-// and skip its function, neither run nor dropped). An idle worker drops
+// and skip its function, neither run nor dropped; one taken just before
+// the abort, whose sibling is dropped before it starts, still does, and
+// counts itself as dropped: groupTask.run). An idle worker drops
 // its own queue and ends; a waiter drops what is queued anywhere
 // (dropQueued), since the owners of those queues may themselves be
 // waiting for it, and sleeps until its latch is set.
