@@ -42,12 +42,14 @@ trap 'rm -rf "$work"' EXIT
 go build -o "$work/numapool" ./cmd/numapool
 go build -o "$work/perfreport" ./scripts/perfreport
 "$work/numapool" topo >"$work/topo.txt"
-# numapool bench times the round trip when it prints tables; a run of one
-# workload no contender runs (sequential's pingpong hands nothing over)
-# takes only that measurement, and its progress lines would only be noise.
+# numapool bench times the round trip and the hand-offs when it prints
+# tables; a run of one workload no contender runs (sequential's pingpong
+# hands nothing over) takes only those measurements, and its progress
+# lines would only be noise.
 roundtrip() {
   "$work/numapool" bench --workload pingpong --contender sequential --reps 1 --size 0.001 2>/dev/null |
-    grep '^a cache line from.*before the run' | sed "s/before the run/$1/" >>"$work/rt.txt" || true
+    grep -E '^(a cache line from.*before the run|a hand-off to another goroutine)' |
+    sed "s/before the run/$1/; /^a hand-off/s/\$/ ($1)/" >>"$work/rt.txt" || true
 }
 : >"$work/rt.txt"
 roundtrip "before the suite"

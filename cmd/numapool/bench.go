@@ -166,6 +166,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 			notes = map[string]string{}
 			cfg.BeforeRound = roundTripsBetweenRounds(a, b, notes)
 		}
+		if *mode == "" {
+			fmt.Fprintln(stdout, handOffLine()) // what a hand-off to a worker's thread costs here (handoff.go)
+		}
 	}
 	results, err := bench.Run(cfg)
 	if err != nil {

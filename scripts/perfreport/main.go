@@ -8,8 +8,9 @@
 //	    -run "numapool bench --size quick --reps 5" -machine "a 2-CPU VM" -o docs/performance.md
 //
 // -topo is the output of `numapool topo`, -roundtrip the lines of
-// `numapool bench` that time a cache line between two CPUs; both may be
-// left out, and the report says so.
+// `numapool bench` that time a cache line between two CPUs and a
+// hand-off between locked threads; both may be left out, and the report
+// says so.
 //
 // -readme FILE also rewrites the verdict table in FILE (README.md), the
 // lines between readmeBegin and readmeEnd, from the same results: the
@@ -48,7 +49,7 @@ type report struct {
 func main() {
 	in := flag.String("in", "", "the suite's results: the output of numapool bench --json (required)")
 	topo := flag.String("topo", "", "the output of numapool topo on the machine that ran it")
-	rt := flag.String("roundtrip", "", "a file whose lines starting \"a cache line from\" time the round trip")
+	rt := flag.String("roundtrip", "", "a file whose lines starting \"a cache line from\" time the round trip, and \"a hand-off to another goroutine\" the hand-offs")
 	run := flag.String("run", "numapool bench --json", "the command that produced the results, for the header")
 	machine := flag.String("machine", "", "one line about the machine (e.g. \"a 2-CPU virtual machine with one NUMA node\")")
 	date := flag.String("date", time.Now().Format("2006-01-02"), "the date of the run")
@@ -113,7 +114,7 @@ func (r *report) load(in, topo, rt string) error {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "a cache line from") {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "a cache line from") || strings.HasPrefix(line, "a hand-off to another goroutine") {
 				r.roundTrip = append(r.roundTrip, line)
 			}
 		}
@@ -158,7 +159,10 @@ func (r *report) write(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "A cache line written on one CPU, answered on another and read back: the floor under any hand-off")
 	fmt.Fprintln(w, "between threads on those CPUs. On a virtual machine it moves with where the host runs the virtual CPUs,")
-	fmt.Fprintln(w, "and the figures for work that crosses CPUs move with it.")
+	fmt.Fprintln(w, "and the figures for work that crosses CPUs move with it. A hand-off to a goroutine locked to its thread,")
+	fmt.Fprintln(w, "as a pool's workers are, wakes that thread: where that costs tens of microseconds (a virtual machine whose")
+	fmt.Fprintln(w, "idle CPUs halt), the workloads that hand work to sleeping or blocked workers (pingpong-spaced, spawn,")
+	fmt.Fprintln(w, "blocking) pay it, and goroutines do not.")
 	fmt.Fprintln(w)
 	if len(r.roundTrip) == 0 {
 		fmt.Fprintln(w, "Not measured with this run (it needs two CPUs of one node).")
