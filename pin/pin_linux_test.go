@@ -72,6 +72,66 @@ func TestLockRunsOnlyOnItsCPU(t *testing.T) {
 	}
 }
 
+// CurrentCPU, from its register or from getcpu, names the CPU and the
+// node of a thread pinned to one CPU, each allowed CPU in turn, and so
+// does getcpu itself: the register is read only where it agrees.
+func TestCurrentCPUNamesThePinnedCPU(t *testing.T) {
+	nodeOf := map[int]int{}
+	for _, n := range topology.Discover().Nodes {
+		for _, c := range n.CPUs.List() {
+			nodeOf[c] = n.ID
+		}
+	}
+	fast := auxOK.get(auxTrusted)
+	t.Logf("the CPU's register read: %v", fast)
+	for _, cpu := range allowedCPUs(t) {
+		var errs []error
+		inThread(func() {
+			th, err := Lock(topology.NewCPUSet(cpu))
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			defer func() { _ = th.Restore() }()
+			for _, ask := range []struct {
+				name string
+				f    func() (int, int, error)
+			}{{"CurrentCPU", CurrentCPU}, {"getcpu", getcpu}} {
+				c, n, err := ask.f()
+				want, known := nodeOf[cpu]
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case c != cpu || known && n != want:
+					errs = append(errs, fmt.Errorf("%s on a thread pinned to CPU %d (node %d) = CPU %d, node %d", ask.name, cpu, want, c, n))
+				}
+			}
+			if c, n, ok := fastCPU(); ok != fast || ok && (c != cpu || n != nodeOf[cpu]) {
+				errs = append(errs, fmt.Errorf("the register on CPU %d: CPU %d, node %d, read %v (trusted: %v)", cpu, c, n, ok, fast))
+			}
+		})
+		for _, err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
+func BenchmarkCurrentCPU(b *testing.B) {
+	for range b.N {
+		if _, _, err := CurrentCPU(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetcpu(b *testing.B) {
+	for range b.N {
+		if _, _, err := getcpu(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestRestoreGivesBackTheMask(t *testing.T) {
 	cpus := allowedCPUs(t)
 	want := topology.NewCPUSet(cpus...)

@@ -127,7 +127,8 @@ func (w *Worker) joinTarget() (*sched, *domain, bool) { return nil, nil, false }
 func (p *sched) joinDomain(want *domain) *domain {
 	if p.onlyDomain {
 		// Every CPU the process had is the domain's: no need to ask where
-		// the caller runs (a system call, a good part of a join's cost).
+		// the caller runs (pin.CurrentCPU: where no register holds the
+		// CPU, a system call, a good part of a join's cost).
 		if d := p.domains[0]; (want == nil || want == d) && d.sleeping.Load() > 0 {
 			return d
 		}
@@ -136,7 +137,7 @@ func (p *sched) joinDomain(want *domain) *domain {
 	cpu, _, err := pin.CurrentCPU()
 	if err != nil {
 		if len(p.domains) == 1 && want == nil {
-			return p.domains[0] // no getcpu (not Linux): one node, which the caller shares
+			return p.domains[0] // no CPU to read (not Linux): one node, which the caller shares
 		}
 		return nil
 	}

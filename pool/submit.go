@@ -181,8 +181,8 @@ func (p *sched) nextDomain() *domain {
 // the calling thread runs on, nil if none or where the CPU cannot be read.
 // Where several do (synthetic nodes may share OS CPUs), the one whose
 // worker parked last: its thread is the likeliest to wake where the
-// caller runs. It costs a system call (getcpu), made only on the way to a
-// wake-up.
+// caller runs. It reads the caller's CPU (pin.CurrentCPU), only on the way
+// to a wake-up.
 func (p *sched) callerDomain() *domain {
 	cpu, _, err := pin.CurrentCPU()
 	if err != nil || cpu < 0 || cpu >= len(p.cpuDomains) {

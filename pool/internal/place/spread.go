@@ -36,8 +36,9 @@ import (
 // TestAimCountsTheWakersCPUNow.
 
 // SpreadEvery is how many tasks a worker runs between two checks of its
-// CPU, besides the check after each wake-up: a getcpu(2) costs about as
-// much as a spawn.
+// CPU, besides the check after each wake-up: where no register holds the
+// CPU (pin.CurrentCPU), reading it is a system call, about as much as a
+// spawn.
 const SpreadEvery = 1024
 
 // Spreadable is the worker's node CPUs when it may run on several of
@@ -65,11 +66,11 @@ func (t *Thread) othersCPUs() topology.CPUSet {
 }
 
 // Aim binds parked worker t's thread to the CPUs of its node that no
-// awake worker reported and waker is not on. It costs the waker two
-// system calls (getcpu, sched_setaffinity) on its way to the wake-up; it
-// is kept because a fork-join recursion runs faster with it than with
-// the woken worker's own Spread alone, which comes only after the woken
-// thread has shared the waker's CPU. The waker, a worker that
+// awake worker reported and waker is not on. It costs the waker a read
+// of its CPU and a system call (sched_setaffinity) on its way to the
+// wake-up; it is kept because a fork-join recursion runs faster with it
+// than with the woken worker's own Spread alone, which comes only after
+// the woken thread has shared the waker's CPU. The waker, a worker that
 // runs on after waking t, calls it just before the wake-up. It reports
 // its CPU first: its last report may be old (a worker reads its CPU only
 // after a wake-up and every SpreadEvery tasks, and a Fork that nobody

@@ -1,0 +1,46 @@
+package pin
+
+import (
+	"errors"
+	"testing"
+)
+
+// The register is trusted only where it agrees with getcpu in every round
+// that stayed on one CPU, with enough such rounds.
+func TestAuxAgrees(t *testing.T) {
+	cpu1node0 := [2]int{1, 0}
+	for _, c := range []struct {
+		name  string
+		round func(i int) (before, after [2]int, aux uint32, err error)
+		want  bool
+	}{
+		{"agrees", func(int) ([2]int, [2]int, uint32, error) { return cpu1node0, cpu1node0, 1, nil }, true},
+		{"node in the high bits", func(int) ([2]int, [2]int, uint32, error) {
+			return [2]int{5, 3}, [2]int{5, 3}, 3<<auxCPUBits | 5, nil
+		}, true},
+		{"moved in some rounds", func(i int) ([2]int, [2]int, uint32, error) {
+			if i%2 == 0 {
+				return [2]int{0, 0}, cpu1node0, 0, nil
+			}
+			return cpu1node0, cpu1node0, 1, nil
+		}, true},
+		{"a register not kept per CPU", func(int) ([2]int, [2]int, uint32, error) { return cpu1node0, cpu1node0, 0, nil }, false},
+		{"wrong once", func(i int) ([2]int, [2]int, uint32, error) {
+			if i == auxProbeRounds-1 {
+				return cpu1node0, cpu1node0, 2, nil
+			}
+			return cpu1node0, cpu1node0, 1, nil
+		}, false},
+		{"always moving", func(int) ([2]int, [2]int, uint32, error) { return [2]int{0, 0}, cpu1node0, 1, nil }, false},
+		{"getcpu fails", func(int) ([2]int, [2]int, uint32, error) { return cpu1node0, cpu1node0, 1, errors.New("ENOSYS") }, false},
+	} {
+		i := 0
+		got := auxAgrees(func() (before, after [2]int, aux uint32, err error) {
+			defer func() { i++ }()
+			return c.round(i)
+		})
+		if got != c.want {
+			t.Errorf("%s: trusted %v, want %v", c.name, got, c.want)
+		}
+	}
+}
