@@ -19,6 +19,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/klauspost/cpuid/v2"
+
 	"github.com/numapool/numapool/bench"
 	"github.com/numapool/numapool/pin"
 	"github.com/numapool/numapool/pool"
@@ -101,6 +103,37 @@ func TestDiscoveryMatchesLayout(t *testing.T) {
 			if got, ok := topo.Distances.Between(a, b); !ok || got != exp {
 				t.Errorf("distance %d->%d = %d, want %d", a, b, got, exp)
 			}
+		}
+	}
+}
+
+// pin.CurrentCPU names the CPU and the node of a thread pinned to each
+// CPU in turn: on x86-64 it reads them from a register (TSC_AUX), whose
+// node bits only a kernel of several nodes sets.
+func TestCurrentCPUNamesCPUAndNode(t *testing.T) {
+	topo := multiNode(t)
+	t.Logf("RDTSCP: %v", cpuid.CPU.Has(cpuid.RDTSCP))
+	for _, cpu := range topo.Allowed.List() {
+		c, ok := topo.CPU(cpu)
+		if !ok {
+			continue
+		}
+		done := make(chan error)
+		go func() {
+			th, err := pin.Lock(topology.NewCPUSet(cpu))
+			if err != nil {
+				done <- err
+				return
+			}
+			defer func() { _ = th.Restore() }()
+			got, node, err := pin.CurrentCPU()
+			if err == nil && (got != cpu || node != c.Node) {
+				err = fmt.Errorf("pinned to CPU %d of node %d, CurrentCPU says CPU %d of node %d", cpu, c.Node, got, node)
+			}
+			done <- err
+		}()
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }
