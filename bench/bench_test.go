@@ -401,7 +401,7 @@ func TestSizingFromTopology(t *testing.T) {
 }
 
 // localShare counts a chunk's bytes on its node in proportion to its
-// sampled pages there, and a chunk that moved, or whose getcpu failed,
+// sampled pages there, and a chunk that moved, or whose CurrentCPU failed,
 // as remote.
 func TestLocalShare(t *testing.T) {
 	for _, c := range []struct {
@@ -414,7 +414,7 @@ func TestLocalShare(t *testing.T) {
 		{"one chunk remote", []chunkSample{{100, 0, 0, []int{1, 1, 1}}, {300, 1, 1, []int{1, 1, 1}}}, 75},
 		{"a third of the pages elsewhere", []chunkSample{{300, 0, 0, []int{0, 1, 0, 0, 1, 0}}}, 200.0 / 3},
 		{"moved during the chunk", []chunkSample{{100, 0, 1, []int{0, 0, 0}}, {100, 1, 1, []int{1, 1, 1}}}, 50},
-		{"getcpu failed", []chunkSample{{100, -1, -1, []int{-1, -1, -1}}, {100, 0, 0, []int{0, 0, 0}}}, 50},
+		{"CurrentCPU failed", []chunkSample{{100, -1, -1, []int{-1, -1, -1}}, {100, 0, 0, []int{0, 0, 0}}}, 50},
 		{"page not present", []chunkSample{{400, 0, 0, []int{0, -1, 0, 0}}}, 75},
 	} {
 		if got := localShare(c.samples); math.Abs(got-c.want) > 1e-9 {

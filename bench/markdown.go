@@ -55,7 +55,7 @@ func writeMemoryMarkdown(w io.Writer, wl Workload, rows []Summary) {
 	fmt.Fprintf(w, "\nArrays: %s together, sized against %s of last-level cache (%.1fx it; memory budget %s).\n",
 		bytesText(first.Bytes), bytesText(first.LLCBytes), float64(first.Bytes)/float64(max(first.LLCBytes, 1)), bytesText(first.BudgetBytes))
 	fmt.Fprintf(w, "\n**%s locality**: the share of the bytes of one untimed pass processed on the node that holds them. "+
-		"A chunk runs on the node getcpu reports at both its start and its end; its pages are sampled at its first, "+
+		"A chunk runs on the node its thread reports (pin.CurrentCPU) at both its start and its end; its pages are sampled at its first, "+
 		"middle and last element of each array with move_pages.", wl.Name)
 	if first.MemoryNodes <= 1 {
 		fmt.Fprint(w, " With one memory node every byte is on the node that processes it, so this machine cannot tell the contenders apart.")

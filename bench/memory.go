@@ -117,8 +117,8 @@ func (s memorySizing) facts(bytes int64, how string) *MemoryFacts {
 }
 
 // A chunkSample is one chunk of a memory workload's pass: the bytes it
-// processed, the node getcpu reported at its start and at its end (-1
-// when getcpu failed), and the nodes of its sampled pages (-1 for a page
+// processed, the node pin.CurrentCPU reported at its start and at its end (-1
+// when it failed), and the nodes of its sampled pages (-1 for a page
 // not present).
 type chunkSample struct {
 	bytes              int64
@@ -127,8 +127,8 @@ type chunkSample struct {
 }
 
 // localShare returns the share (%) of the samples' bytes processed on the
-// node that holds them. A chunk runs on a node when getcpu reports that
-// node at both its start and its end; one that moved, or whose getcpu
+// node that holds them. A chunk runs on a node when pin.CurrentCPU reports that
+// node at both its start and its end; one that moved, or whose CurrentCPU
 // failed, ran on no node and counts as remote. A chunk's bytes count as
 // local in proportion to its sampled pages on the node it ran on. No
 // bytes give 0.
@@ -163,7 +163,7 @@ type localityRecorder struct {
 	err    error
 }
 
-// run runs body over [lo, hi) and records the chunk: getcpu right before
+// run runs body over [lo, hi) and records the chunk: pin.CurrentCPU right before
 // and right after body, then the sampled pages' nodes.
 func (rec *localityRecorder) run(lo, hi int, body func(lo, hi int)) {
 	_, start, err0 := pin.CurrentCPU()

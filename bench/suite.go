@@ -71,7 +71,7 @@ type MemoryFacts struct {
 	Allocation  string `json:"allocation"`   // how the contender allocated and first touched them
 	// LocalPct is the share of the bytes of one untimed pass that were
 	// processed on the node that holds them (localShare says how it is
-	// measured); absent when it could not be measured (no getcpu or
+	// measured); absent when it could not be measured (no CPU read or
 	// move_pages).
 	LocalPct *float64 `json:"local_pct,omitempty"`
 }
@@ -368,7 +368,7 @@ func writeMemory(w io.Writer, wl Workload, rows []Summary) {
 	fmt.Fprintf(w, "  arrays: %s together, sized against %s of last-level cache (%.1fx it; memory budget %s)\n",
 		bytesText(first.Bytes), bytesText(first.LLCBytes), float64(first.Bytes)/float64(max(first.LLCBytes, 1)), bytesText(first.BudgetBytes))
 	fmt.Fprintf(w, "\n%s locality: share of the bytes of one untimed pass processed on the node that holds them\n", wl.Name)
-	fmt.Fprintln(w, "  (a chunk runs on the node getcpu reports at both its start and its end; its pages are sampled")
+	fmt.Fprintln(w, "  (a chunk runs on the node its thread reports (pin.CurrentCPU) at both its start and its end; its pages are sampled")
 	fmt.Fprintln(w, "  at its first, middle and last element of each array with move_pages)")
 	if first.MemoryNodes <= 1 {
 		fmt.Fprintln(w, "  (one memory node: every byte is on the node that processes it, so this machine cannot tell the contenders apart)")

@@ -325,9 +325,9 @@
 //     (a channel, a lock, a sleep, a pipe or network read) it gets it at
 //     once; where fn waits in a system call the runtime cannot see into (a
 //     regular file's read, a cgo call, syscall.Syscall) only when the
-//     runtime's monitor (sysmon) takes the processor back from the call:
-//     within 20 µs to 10 ms, by how often it has had to of late, as for a
-//     goroutine in such a call.
+//     runtime's monitor (sysmon) takes the processor back from the call,
+//     at one of its looks, which it spaces out while it finds nothing to
+//     take back: as for a goroutine in such a call.
 //     Inside fn the task must not use w (its owner check panics): submit
 //     to the Pool or a Node instead. A panic or runtime.Goexit in fn
 //     passes through Block. Spares park when they hand the worker back,

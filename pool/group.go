@@ -41,13 +41,13 @@ type Group struct {
 	wg      sync.WaitGroup
 	errOnce sync.Once
 	err     error
-	// dropped says the group failed because a Shutdown dropped one of
-	// its tasks (set before the cancel that publishes the failure): a
-	// function skipped for that failure is dropped too, and counted.
-	dropped atomic.Bool
-	sem     chan struct{}
-	waited  atomic.Bool  // a Wait has returned: functions started since run whatever the context says
-	labels  *observe.Set // the pprof labels of ctx, for every task of the group
+	// dropCause is the cause a Shutdown's drop of one of its tasks failed
+	// the group with (stored before the cancel that publishes it): a
+	// function skipped for that very cause is dropped too, and counted.
+	dropCause atomic.Pointer[error]
+	sem       chan struct{}
+	waited    atomic.Bool  // a Wait has returned: functions started since run whatever the context says
+	labels    *observe.Set // the pprof labels of ctx, for every task of the group
 	// traceTask is the group's trace task while tracing (trace.go), ended
 	// by the first Wait.
 	traceTask atomic.Pointer[trace.Task]
@@ -168,7 +168,7 @@ func (gt *groupTask) run(w *Worker) {
 		// A group used again after Wait runs its new functions, as
 		// errgroup does.
 		err = cause
-		if gt.g.dropped.Load() {
+		if d := gt.g.dropCause.Load(); d != nil && *d == cause { // the pool's causes are pointers: comparable
 			// A Shutdown gave up and dropped a sibling after this worker
 			// looked at the pool's state (runUntil) and before it started
 			// this task: skipped for that, it is dropped too, and counted
@@ -326,9 +326,10 @@ func (g *Group) fail(err error) {
 // (run).
 func (g *Group) failDropped(cause error) {
 	g.errOnce.Do(func() {
-		// Before the cancel: a skip that sees the cause sees this. Not
-		// if the group's ctx ended first: its tasks skip for that.
-		g.dropped.Store(g.ctx.Err() == nil)
+		// Before the cancel: a skip that sees the cause sees this. If the
+		// group's ctx ended first (its parent's, or the user's cancel),
+		// its tasks skip for that cause, which is not this one.
+		g.dropCause.Store(&cause)
 		g.err = cause
 		g.cancel(cause)
 	})

@@ -494,7 +494,7 @@ func (p *sched) workerEnded() {
 		}
 	}
 	for _, d := range p.domains {
-		left += d.queued()
+		left += d.inShards()
 	}
 	p.abandoned.Add(int64(left))
 	p.claim.Release()

@@ -2215,9 +2215,9 @@ func TestDropQueuedCountsFunctionItems(t *testing.T) {
 // it starts the task a Shutdown gives up and its sweep drops the task's
 // sibling, which fails the group. The task then skips its function, as a
 // failed group's tasks do: it is dropped too, and must be counted, or it
-// is neither run nor counted (TestLifecycleRandomInterleavings, now and
-// then under load: "1 lost"). The test takes the task itself, from the
-// task that made the group, to hold the worker in that window.
+// is neither run nor counted (TestLifecycleRandomInterleavings' "lost").
+// The test takes the task itself, from the task that made the group, to
+// hold the worker in that window.
 func TestGroupTaskSkippedAfterAbortIsCounted(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1))
 	taken, gaveUp, done := make(chan struct{}), make(chan struct{}), make(chan struct{})

@@ -88,7 +88,8 @@ const standInCalm = 20
 type blockWatch struct {
 	every    time.Duration // 0: no watch
 	calm     []int         // per domain: looks in a row with fewer blocked than standIns
-	short    []int         // per domain: the most stand-ins wanted beyond the reserve since its workers last stopped needing them
+	short    []int         // per domain: the most stand-ins wanted beyond the reserve since it last needed none for standInCalm looks
+	quiet    []int         // per domain: looks in a row that wanted no stand-in
 	seen     []threadSeen  // per worker: at the last look
 	looks    atomic.Uint64 // looks taken (tests)
 	found    []nodeLook    // per domain: the last look's findings (the watch's goroutine)
@@ -128,6 +129,7 @@ func (p *sched) initBlockWatch() {
 	}
 	bw.calm = make([]int, len(p.domains))
 	bw.short = make([]int, len(p.domains))
+	bw.quiet = make([]int, len(p.domains))
 	bw.found = make([]nodeLook, len(p.domains))
 	bw.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	bw.seen = make([]threadSeen, len(p.workers))
@@ -226,23 +228,26 @@ func (p *sched) lookBlocked(now time.Time) {
 		next := cur
 		switch {
 		case n.blocked > 0 && d.sleeping.Load() == 0 && d.hasWork():
-			bw.calm[di] = 0
+			bw.calm[di], bw.quiet[di] = 0, 0
 			want := max(n.blocked, standInsFor(int(d.size.Load()), cur, n.busy, n.span))
 			reserve := int(p.standInsOf(d).reserve.Load())
 			if short := want - reserve; short > bw.short[di] {
 				// Each stand-in wanted past the reserve counts once while
-				// the node goes on needing stand-ins, not at every look.
+				// the node goes on needing stand-ins, not at every look,
+				// nor again after a look or two of calm.
 				p.standInsOf(d).refused.Add(uint64(short - bw.short[di]))
 				bw.short[di] = short
 			}
 			next = max(cur, min(want, reserve))
 		case n.blocked < cur:
-			bw.short[di] = 0
 			if bw.calm[di]++; bw.calm[di] >= standInCalm {
 				next, bw.calm[di] = cur-1, 0
 			}
 		default:
-			bw.calm[di], bw.short[di] = 0, 0
+			bw.calm[di] = 0
+		}
+		if bw.quiet[di]++; bw.quiet[di] > standInCalm {
+			bw.short[di] = 0 // needing none for standInCalm looks: a later need counts anew
 		}
 		if next != cur {
 			if change == nil {

@@ -239,7 +239,9 @@ type Stats struct {
 	Kinds map[string]Counters `json:"kinds,omitempty"`
 	Tasks
 	Total Counters `json:"total"`
-	// Abandoned counts tasks dropped by Shutdown at its deadline.
+	// Abandoned counts tasks dropped by Shutdown at its deadline, a
+	// Group's functions skipped because one of the group's tasks was
+	// dropped among them.
 	Abandoned uint64 `json:"abandoned"`
 }
 
@@ -315,7 +317,7 @@ func (p *Pool) Stats() Stats {
 // worker's queue is work a stand-in or a thief may still run, so a stuck
 // node shows what it holds (Stats.Queued).
 func (d *domain) waitingNow() int {
-	n := d.queued()
+	n := d.inShards()
 	for _, w := range d.workers {
 		n += w.stealer.Len()
 		if w.lifo.Load() != nil {

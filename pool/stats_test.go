@@ -274,11 +274,13 @@ func TestStatsJSON(t *testing.T) {
 
 // TestStatsQueuedCountsWorkersQueues: Queued counts what waits on a
 // worker that is in a task: tasks it spawned (its LIFO slot and run queue)
-// and a Join's offered half, not only the shards. A pool whose workers are
-// all blocked in tasks that spawned their work showed 0 queued.
+// and a Join's offered half, not only the shards, so that a pool whose
+// workers are all blocked in tasks that spawned their work shows it.
 func TestStatsQueuedCountsWorkersQueues(t *testing.T) {
 	p := newTestPool(t, WithWorkers(1), WithBlockWatch(0))
 	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the pool's Close (cleanups run last first), if the test stops early
 	var ran atomic.Int32
 	child := func(*Worker) { ran.Add(1) }
 	held := make(chan struct{})
@@ -297,7 +299,7 @@ func TestStatsQueuedCountsWorkersQueues(t *testing.T) {
 		t.Errorf("one worker in a task that spawned 5 and offered a Join's half: queued %d (node %d), busy %d; want 6 (6), 1",
 			st.Queued, st.Nodes[0].Queued, st.BusyWorkers)
 	}
-	close(release)
+	releaseOnce()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

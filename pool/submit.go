@@ -323,8 +323,8 @@ func (d *domain) shardOf(h home) *queue.InjectShard[item] {
 	return d.inject
 }
 
-// queued is the number of tasks in d's shards.
-func (d *domain) queued() int { return d.inject.Len() + d.pinned.Len() }
+// inShards is the number of tasks in d's shards.
+func (d *domain) inShards() int { return d.inject.Len() + d.pinned.Len() }
 
 // queue: from one of the pool's tasks, the calling worker's LIFO slot
 // (as Spawn: run next unless an idle worker takes it); from outside, a

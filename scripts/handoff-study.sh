@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # handoff-study.sh: what numapool's hand-offs and blocking cost against
 # goroutines on this machine. It needs nothing but the repository, Go and
-# python3, and takes about ten minutes with the defaults.
+# python3, and takes about a minute a round.
 #
 #   scripts/handoff-study.sh [-r ROUNDS] [-h]
 #
@@ -47,6 +47,9 @@ while getopts "r:h" opt; do
 done
 shift $((OPTIND - 1))
 [ $# -eq 0 ] || { echo "handoff-study: unexpected argument $1" >&2; exit 2; }
+case $rounds in
+  ''|*[!0-9]*|0) echo "handoff-study: -r wants a number of rounds, 1 or more, not '$rounds'" >&2; exit 2 ;;
+esac
 
 export PATH="/usr/local/go/bin:$PATH"
 out=${TMPDIR:-/tmp}/handoff-study-$(date +%Y%m%d-%H%M%S)
@@ -54,10 +57,11 @@ mkdir -p "$out"
 go build -o "$out/numapool" ./cmd/numapool
 go test -c -o "$out/pool.test" ./pool
 
-bench() { "$out/pool.test" -test.run - -test.bench "$1" -test.benchtime "$2"; }
+bench() { "$out/pool.test" -test.run '^$' -test.bench "$1" -test.benchtime "$2"; }
 for r in $(seq "$rounds"); do
   "$out/numapool" bench --workload spawn,pingpong,pingpong-spaced --reps 3 --size quick \
-    --contender numapool,goroutines,chanpool,pond,ants,errgroup >"$out/suite-$r.txt" 2>/dev/null
+    --contender numapool,goroutines,chanpool,pond,ants,errgroup >"$out/suite-$r.txt" 2>"$out/suite-$r.err" ||
+    { echo "handoff-study: the suite failed in round $r: see $out/suite-$r.err" >&2; exit 1; }
   {
     bench '^(BenchmarkSubmitFrom8|BenchmarkSubmitFrom8ChanPool)$' 1s
     bench '^BenchmarkParallelForSmall$/^(real|goroutine)$' 200ms
@@ -109,6 +113,8 @@ for kind in ("sleep", "nanosleep", "pipe"):
     for form in ("marked", "unmarked", "unmarked-reserve"):
         row(f"blocking {kind} {form} (ns/task): / goroutines", f"BenchmarkBlocking/{kind}/{form}", f"BenchmarkBlocking/{kind}/goroutine")
 row("blocking 20ms, unmarked-reserve (ns/task): / goroutines", "BenchmarkBlockingLong/unmarked-reserve", "BenchmarkBlockingLong/goroutine")
+if not rows:
+    sys.exit(f"handoff-study: no figures found in {out}")
 w = max(len(r[0]) for r in rows)
 print(f"{'figure':<{w}}  {'numapool':>10}  {'yardstick':>10}  ratio")
 for what, a, b, ratio in rows:

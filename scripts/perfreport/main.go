@@ -160,12 +160,16 @@ func (r *report) write(w io.Writer) error {
 	fmt.Fprintln(w, "A cache line written on one CPU, answered on another and read back: the floor under any hand-off")
 	fmt.Fprintln(w, "between threads on those CPUs. On a virtual machine it moves with where the host runs the virtual CPUs,")
 	fmt.Fprintln(w, "and the figures for work that crosses CPUs move with it. A hand-off to a goroutine locked to its thread,")
-	fmt.Fprintln(w, "as a pool's workers are, wakes that thread: where that costs tens of microseconds (a virtual machine whose")
-	fmt.Fprintln(w, "idle CPUs halt), the workloads that hand work to sleeping or blocked workers (pingpong-spaced, spawn,")
-	fmt.Fprintln(w, "blocking) pay it, and goroutines do not.")
+	fmt.Fprintln(w, "as a pool's workers are, wakes that thread: where that costs many times a hand-off between goroutines")
+	fmt.Fprintln(w, "(as on a virtual machine whose idle CPUs halt), the workloads that hand work to sleeping or blocked")
+	fmt.Fprintln(w, "workers (pingpong-spaced, spawn, blocking) pay it, and goroutines do not.")
 	fmt.Fprintln(w)
-	if len(r.roundTrip) == 0 {
-		fmt.Fprintln(w, "Not measured with this run (it needs two CPUs of one node).")
+	cacheLine := false
+	for _, line := range r.roundTrip {
+		cacheLine = cacheLine || strings.HasPrefix(line, "a cache line from")
+	}
+	if !cacheLine {
+		fmt.Fprintln(w, "The cache line was not measured with this run (it needs two CPUs of one node).")
 	}
 	for _, line := range r.roundTrip {
 		fmt.Fprintf(w, "- %s\n", line)

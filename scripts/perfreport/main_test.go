@@ -70,6 +70,21 @@ func TestReport(t *testing.T) {
 }
 
 // Results of a workload the suite does not have are refused, not dropped.
+// A run whose cache line could not be timed says so, even when the
+// hand-off lines are there.
+func TestReportSaysTheCacheLineWasNotMeasured(t *testing.T) {
+	r := report{run: "numapool bench --json", date: "2026-01-02", goVersion: "go1.26",
+		results:   []bench.Result{{Workload: "spawn", Contender: "numapool", Value: 100, Unit: "ns/task"}},
+		roundTrip: []string{"a hand-off to another goroutine and back, both locked to their threads as a pool's workers are: 48 µs; between goroutines: 0.25 µs (before the suite)"}}
+	var out bytes.Buffer
+	if err := r.write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if md := out.String(); !strings.Contains(md, "The cache line was not measured with this run") || !strings.Contains(md, "- a hand-off to another goroutine") {
+		t.Errorf("report without a cache line's timing:\n%s", md)
+	}
+}
+
 func TestReportRefusesUnknownWorkloads(t *testing.T) {
 	if _, err := workloadsOf([]bench.Result{{Workload: "gone"}}); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("workloadsOf: %v", err)
