@@ -4,6 +4,9 @@ package pin
 
 import (
 	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/cpuid/v2"
 
@@ -22,8 +25,8 @@ const auxCPUBits = 12
 
 // auxProbeRounds is how many getcpu, RDTSCP, getcpu rounds auxAgrees
 // makes; at least auxProbeAgreed of them must run on one CPU throughout,
-// and every such round must agree. auxProbeCPUs is how many CPUs at most
-// auxTrusted checks.
+// and every such round must agree. auxProbeCPUs is how many threads at
+// most auxTrusted probes with.
 const auxProbeRounds, auxProbeAgreed, auxProbeCPUs = 32, 8, 4
 
 // fastCPU reads the CPU from TSC_AUX where it can be trusted (auxTrusted),
@@ -37,14 +40,16 @@ func fastCPU() (cpu, node int, ok bool) {
 }
 
 // auxTrusted reports whether TSC_AUX names the CPU here: the CPU has
-// RDTSCP, the kernel's CPU numbers fit in auxCPUBits, and threads pinned
-// to up to auxProbeCPUs of the CPUs the process was allowed at its start
-// (the highest; none of another's) read the register as getcpu(2)
-// answers (auxAgrees), on at least one CPU above CPU 0. Why several CPUs, and one above CPU 0: a register
-// that no one writes, or that a hypervisor does not keep per virtual
-// CPU, reads the same on every CPU, which is right on one of them. Why
-// not the asking thread's CPUs: it may be a worker bound to one. The
-// pinned threads end with their goroutines, their masks put back first.
+// RDTSCP, the kernel's CPU numbers fit in auxCPUBits, and the register
+// agrees with getcpu(2) (auxAgrees) on up to auxProbeCPUs threads that
+// probe at once, one at least on a CPU above CPU 0. Why several threads
+// at once: they run on different CPUs where the process has them, and a
+// register that no one writes, or that a hypervisor does not keep per
+// virtual CPU, reads the same on every CPU, which is right on one of
+// them. Where every probe ran on CPU 0 there is nothing to tell them
+// apart, and the system call is used. The probes set no thread's mask: a
+// mask read and put back while a CPU is offline would leave a thread
+// without that CPU once it is back.
 func auxTrusted() bool {
 	if !cpuid.CPU.Has(cpuid.RDTSCP) {
 		return false
@@ -60,49 +65,44 @@ func auxTrusted() bool {
 	if l := possible.List(); len(l) == 0 || l[len(l)-1] >= 1<<auxCPUBits {
 		return false
 	}
-	allowed, err := topology.StartAffinity()
-	if err != nil {
-		return false
+	probes := max(1, min(auxProbeCPUs, runtime.GOMAXPROCS(0), runtime.NumCPU()))
+	type seen struct {
+		ok  bool
+		cpu int // the CPU the agreeing rounds ran on (the last one)
 	}
-	cpus := allowed.List()
-	checked, aboveZero := 0, false
-	for i := len(cpus) - 1; i >= 0 && checked < auxProbeCPUs; i-- {
-		switch auxAgreesOn(cpus[i]) {
-		case auxDisagrees:
-			return false
-		case auxAgree:
-			checked++
-			aboveZero = aboveZero || cpus[i] > 0
-		}
+	results := make(chan seen, probes)
+	var arrived atomic.Int32
+	for range probes {
+		go func() {
+			// Side by side: each waits, a moment at most, for the others,
+			// so that the kernel runs them on different CPUs.
+			arrived.Add(1)
+			for start := time.Now(); arrived.Load() < int32(probes) && time.Since(start) < auxProbeGather; {
+			}
+			var s seen
+			s.ok = auxAgrees(func() (before, after [2]int, aux uint32, err error) {
+				before, after, aux, err = auxRound()
+				if err == nil && before == after {
+					s.cpu = before[0]
+				}
+				return
+			})
+			results <- s
+		}()
 	}
-	return aboveZero
+	aboveZero := false
+	ok := true
+	for range probes {
+		s := <-results
+		ok = ok && s.ok
+		aboveZero = aboveZero || s.cpu > 0
+	}
+	return ok && aboveZero
 }
 
-// The outcomes of auxAgreesOn.
-const (
-	auxNotHere   = iota // the thread could not be pinned there (the CPU went offline, a cpuset)
-	auxAgree            // the register agreed with getcpu
-	auxDisagrees        // it did not
-)
-
-// auxAgreesOn checks the register on a thread pinned to cpu.
-func auxAgreesOn(cpu int) int {
-	got := make(chan int, 1)
-	go func() {
-		th, err := Lock(topology.NewCPUSet(cpu))
-		if err != nil {
-			got <- auxNotHere
-			return
-		}
-		defer func() { _ = th.RestoreMask() }() // still locked: the thread ends with the goroutine
-		if auxAgrees(auxRound) {
-			got <- auxAgree
-		} else {
-			got <- auxDisagrees
-		}
-	}()
-	return <-got
-}
+// auxProbeGather is how long a probe of auxTrusted waits for the others
+// to start.
+const auxProbeGather = time.Millisecond
 
 // auxRound is one round of auxAgrees on the calling thread.
 func auxRound() (before, after [2]int, aux uint32, err error) {

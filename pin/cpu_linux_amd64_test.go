@@ -4,6 +4,8 @@ package pin
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -45,4 +47,40 @@ func TestAuxAgrees(t *testing.T) {
 			t.Errorf("%s: trusted %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// The probe reads the register on threads as they are: it sets no
+// thread's mask, so none is left without a CPU that was offline while it
+// ran (a mask read then and put back would leave that CPU out).
+func TestAuxTrustedSetsNoMask(t *testing.T) {
+	before := taskMasks(t)
+	_ = auxTrusted()
+	after := taskMasks(t)
+	for tid, m := range before {
+		if a, ok := after[tid]; ok && a != m {
+			t.Errorf("thread %s: mask %s before the probe, %s after", tid, m, a)
+		}
+	}
+}
+
+// taskMasks returns each thread's Cpus_allowed_list by its ID.
+func taskMasks(t *testing.T) map[string]string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip(err)
+	}
+	masks := map[string]string{}
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/self/task/" + d.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				masks[d.Name()] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return masks
 }

@@ -21,10 +21,6 @@ var startAffinity, startAffinityErr = readAffinity()
 
 func readAffinity() (CPUSet, error) { return ThreadAffinity(0) }
 
-// StartAffinity returns the CPUs the process was allowed when it started
-// (see getAffinity): the mask read before any thread was pinned.
-func StartAffinity() (CPUSet, error) { return startAffinity, startAffinityErr }
-
 // ThreadAffinity returns the CPU affinity mask of thread tid (0: the
 // calling thread), from sched_getaffinity(2), however many CPUs the
 // kernel supports: the buffer grows until the kernel's cpumask fits

@@ -14,9 +14,6 @@ func discoverOS(CPUSet, error) (*Topology, error) {
 // getAffinity is not available here: there is no affinity to narrow to.
 var getAffinity = func() (CPUSet, error) { return ThreadAffinity(0) }
 
-// StartAffinity returns an error: affinity is read on Linux only.
-func StartAffinity() (CPUSet, error) { return ThreadAffinity(0) }
-
 // ThreadAffinity returns an error: thread affinity is read on Linux only.
 func ThreadAffinity(tid int) (CPUSet, error) {
 	return CPUSet{}, errors.New("sched_getaffinity is Linux only")
