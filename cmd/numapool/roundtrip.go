@@ -110,9 +110,15 @@ func roundTrip(a, b int) (time.Duration, error) {
 			done <- err
 			return
 		}
-		defer func() { _ = th.RestoreMask() }() // the thread ends with the goroutine either way
-		if err := <-ready; err != nil {
-			done <- err
+		var result error
+		defer func() {
+			// The mask first, then the answer: the caller may look at the
+			// process's threads once it has it. The thread ends with the
+			// goroutine either way.
+			_ = th.RestoreMask()
+			done <- result
+		}()
+		if result = <-ready; result != nil {
 			return
 		}
 		start <- true
@@ -124,14 +130,13 @@ func roundTrip(a, b int) (time.Duration, error) {
 				for spins := 1; line.v.Load() != 2*i+2; spins++ {
 					if spins%(1<<16) == 0 && time.Now().After(deadline) {
 						line.v.Store(-1)
-						done <- errRoundTripSlow
+						result = errRoundTripSlow
 						return
 					}
 				}
 			}
 			times = append(times, time.Since(begin)/roundTripRounds)
 		}
-		done <- nil
 	}()
 	err := <-done
 	if err != nil {
