@@ -173,7 +173,7 @@ func (gt *groupTask) run(w *Worker) {
 			// looked at the pool's state (runUntil) and before it started
 			// this task: skipped for that, it is dropped too, and counted
 			// as its sibling was, or it would be neither run nor counted.
-			w.pool.abandoned.Add(1)
+			w.runDropped()
 		}
 		return
 	}

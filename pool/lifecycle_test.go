@@ -2256,8 +2256,14 @@ func TestGroupTaskSkippedAfterAbortIsCounted(t *testing.T) {
 	if !errors.Is(waitErr, ErrAbandoned) {
 		t.Errorf("Group.Wait = %v, want ErrAbandoned", waitErr)
 	}
-	if got, abandoned := ran.Load(), p.Stats().Abandoned; got+int32(abandoned) != 2 {
+	st := p.Stats()
+	if got, abandoned := ran.Load(), st.Abandoned; got+int32(abandoned) != 2 {
 		t.Errorf("of the Group's 2 tasks %d ran and %d were counted abandoned: %d lost (Close = %v)", got, abandoned, 2-got-int32(abandoned), err)
+	}
+	// The skipped function counts as dropped, not also as run.
+	if st.Submitted != st.Total.TasksRun+st.Abandoned || st.Total.Completed != st.Total.TasksRun {
+		t.Errorf("after Close: Submitted %d, TasksRun %d, Completed %d, Abandoned %d; want Submitted = TasksRun + Abandoned, Completed = TasksRun",
+			st.Submitted, st.Total.TasksRun, st.Total.Completed, st.Abandoned)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // task whose node keeps up), it is counted in CrossNodeSentHome instead,
 // and moved no work off its node.
 type Counters struct {
-	TasksRun  uint64 `json:"tasks_run"` // tasks started (a loop piece sent home included)
+	TasksRun  uint64 `json:"tasks_run"` // tasks started (a loop piece sent home included; a Group's function skipped for a sibling's drop counts in Abandoned instead)
 	Completed uint64 `json:"completed"` // tasks finished, panicked or not
 	Panicked  uint64 `json:"panicked"`  // tasks (and loop parts, Join halves) whose function panicked
 	// Spawned counts tasks made inside tasks: Spawn, Join offers,

@@ -545,6 +545,21 @@ func (w *Worker) run(it item) {
 	w.ranTask()
 }
 
+// runDropped is run's count taken back for the task it runs now, which
+// found itself dropped rather than run (a Group's function skipped for a
+// Shutdown's drop, groupTask.run) and is counted in Abandoned: Submitted
+// stays TasksRun plus Abandoned. run counts TasksRun (and CallerRuns)
+// before the task and Completed after it; only the owner reads w.c
+// between, and publishes it after.
+func (w *Worker) runDropped() {
+	w.c.TasksRun--
+	w.c.Completed-- // run adds it back as the task returns
+	if w.out.on && !w.relay.onSpr {
+		w.c.CallerRuns--
+	}
+	w.pool.abandoned.Add(1)
+}
+
 // runTask runs t's job and gives a plain record back to w's list.
 func (w *Worker) runTask(t *task) {
 	t.job.run(w)
