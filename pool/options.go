@@ -98,14 +98,29 @@ func WithStuckWarning(on bool) Option {
 }
 
 // sparesCap is the cap on a node's live spare threads (spare.go).
-func (c *config) sparesCap() int {
-	switch {
-	case c.spares < 0:
-		return 0
-	case c.spares == 0:
-		return defaultSpares
+func (c *config) sparesCap() int { return setOrDefault(c.spares, defaultSpares) }
+
+// A setting whose 0 means off (WithSpares, WithBlockWatch and their
+// NUMAPOOL_* forms) is kept as -1 when set to 0, so that the field's zero
+// value means unset, the default: zeroIsOff on the way in, setOrDefault
+// on the way out.
+func zeroIsOff[T ~int | ~int64](v T) T {
+	if v == 0 {
+		return -1
 	}
-	return c.spares
+	return v
+}
+
+// setOrDefault is the value of a setting kept by zeroIsOff: 0 when off,
+// def when unset.
+func setOrDefault[T ~int | ~int64](v, def T) T {
+	switch {
+	case v < 0:
+		return 0
+	case v == 0:
+		return def
+	}
+	return v
 }
 
 // WithSpares caps the spare threads each node keeps alive for tasks that
@@ -119,10 +134,7 @@ func WithSpares(n int) Option {
 		if n < 0 {
 			return fmt.Errorf("pool: WithSpares(%d): want 0 (none) or a positive cap", n)
 		}
-		c.spares, c.sparesSet = n, true
-		if n == 0 {
-			c.spares = -1
-		}
+		c.spares, c.sparesSet = zeroIsOff(n), true
 		return nil
 	})
 }
@@ -176,10 +188,10 @@ func WithMachineWatch(interval time.Duration) Option {
 }
 
 // WithBlockWatch sets how often the block watch looks for workers whose
-// tasks block without Worker.Block (default 1ms), or turns it off with
-// 0. Where the pool has workers in reserve (placed by WithMaxWorkers
-// beyond those running, or retired by a Resize), a node with blocked
-// workers, work queued and none of its workers parked brings back
+// tasks block without Worker.Block (by default defaultBlockWatch), or
+// turns it off with 0. Where the pool has workers in reserve (placed by
+// WithMaxWorkers beyond those running, or retired by a Resize), a node
+// with blocked workers, work queued and none of its workers parked brings back
 // enough of them to keep its share of workers busy; they retire once
 // fewer are blocked ("Tasks that block" in the package doc). A pool with
 // none in reserve has its watch at rest. Linux only: elsewhere there is
@@ -189,10 +201,7 @@ func WithBlockWatch(interval time.Duration) Option {
 		if interval < 0 {
 			return fmt.Errorf("pool: WithBlockWatch(%v): want 0 (off) or a positive interval", interval)
 		}
-		c.blockEvery, c.blockEverySet = interval, true
-		if interval == 0 {
-			c.blockEvery = -1
-		}
+		c.blockEvery, c.blockEverySet = zeroIsOff(interval), true
 		return nil
 	})
 }
@@ -205,13 +214,7 @@ const defaultBlockWatch = time.Millisecond
 
 // blockWatchEvery is the block watch's interval; 0: off.
 func (c *config) blockWatchEvery() time.Duration {
-	switch {
-	case c.blockEvery < 0:
-		return 0
-	case c.blockEvery == 0:
-		return defaultBlockWatch
-	}
-	return c.blockEvery
+	return setOrDefault(c.blockEvery, defaultBlockWatch)
 }
 
 // WithWorkers sets the number of workers (default: min(allowed CPUs,
@@ -447,10 +450,7 @@ func (c *config) applyEnv(lookup func(string) (string, bool)) error {
 		if err != nil || n < 0 {
 			return fmt.Errorf("pool: %s=%q: want 0 (none) or a positive cap of spare threads per node", envSpares, v)
 		}
-		c.spares = n
-		if n == 0 {
-			c.spares = -1
-		}
+		c.spares = zeroIsOff(n)
 	}
 	if c.blockTimeSet {
 		return nil // WithBlockTime sets the wait policy
@@ -588,10 +588,7 @@ func (c *config) applyWatchEnv(lookup func(string) (string, bool)) error {
 	if d, ok, err := c.envInterval(lookup, envBlockWatch, c.blockEverySet); err != nil {
 		return err
 	} else if ok {
-		c.blockEvery = d
-		if d == 0 {
-			c.blockEvery = -1 // off, where 0 means the default
-		}
+		c.blockEvery = zeroIsOff(d)
 	}
 	return nil
 }
