@@ -319,13 +319,20 @@ func (p *Pool) Stats() Stats {
 func (d *domain) waitingNow() int {
 	n := d.inShards()
 	for _, w := range d.workers {
-		n += w.stealer.Len()
-		if w.lifo.Load() != nil {
-			n++
-		}
-		if w.joinSlot.Load() != nil {
-			n++
-		}
+		n += w.waitingOn()
+	}
+	return n
+}
+
+// waitingOn is the number of tasks waiting in w's run queue, LIFO slot
+// and join slot, read at some moment during the call, from any goroutine.
+func (w *Worker) waitingOn() int {
+	n := w.stealer.Len()
+	if w.lifo.Load() != nil {
+		n++
+	}
+	if w.joinSlot.Load() != nil {
+		n++
 	}
 	return n
 }

@@ -161,7 +161,7 @@ func (d *domain) hasWork() bool {
 		return true
 	}
 	for _, w := range d.workers {
-		if !w.stealer.IsEmpty() || w.lifo.Load() != nil || w.joinSlot.Load() != nil {
+		if w.waitingOn() > 0 {
 			return true
 		}
 	}
